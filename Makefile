@@ -1,0 +1,46 @@
+# The two commands: `make demo` and `make test`. Each sets up everything on a fresh machine:
+# .venv/ with pinned torch and tools, then builds eml_ops (again only when C++ changed).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH_PIN := torch==2.13.0
+DEPS_STAMP := $(VENV)/.deps-installed
+BUILD_STAMP := $(VENV)/.eml_ops-built
+CXX_SOURCES := $(shell find csrc -type f \( -name '*.cpp' -o -name '*.h' \))
+export MAX_JOBS ?= $(shell nproc)
+
+.PHONY: demo test bench lint cpp-test sanitize clean
+
+demo: $(BUILD_STAMP)
+	$(PY) -m eml_ops demo
+
+test: $(BUILD_STAMP)
+	$(PY) -m pytest -n $(MAX_JOBS) $(PYTEST_ARGS)
+
+bench: $(BUILD_STAMP)
+	$(PY) -m eml_ops bench $(BENCH_ARGS)
+
+lint: $(DEPS_STAMP)
+	$(PY) -m ruff check eml_ops tests examples benchmarks 2>/dev/null || $(PY) -m ruff check eml_ops tests
+
+# The GEMM library on its own (no torch): plain g++ builds, both ISAs.
+cpp-test:
+	bash tests/cpp/run.sh
+	if [ -f tests/cpp/run_tpp.sh ] && pkg-config --exists libxsmm; then bash tests/cpp/run_tpp.sh; fi
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS_STAMP): requirements-dev.txt | $(PY)
+	$(PY) -m pip install $(TORCH_PIN)
+	$(PY) -m pip install -r requirements-dev.txt
+	touch $@
+
+# pip builds against the venv's torch (no build isolation); object files stay in build/.
+$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) setup.py pyproject.toml
+	$(PY) -m pip install --no-build-isolation --no-deps -e .
+	touch $@
+
+clean:
+	rm -rf build eml_ops/*.so $(BUILD_STAMP) *.egg-info

@@ -1,0 +1,60 @@
+// The Python module eml_ops._C: the course's pybind11 functions and the controls of
+// the eml:: ops (backends, ISA). The ops themselves are reached through torch.ops.eml.
+#include <torch/extension.h>
+
+#include <string>
+#include <vector>
+
+#include "course/FunctionCpp.h"
+#include "gemm/isa.h"
+#include "gemm/peak.h"
+#include "ops/backend.h"
+
+namespace {
+
+std::vector<std::string> available_backend_names() {
+  std::vector<std::string> names;
+  for (eml::Backend backend : eml::available_backends()) names.emplace_back(eml::backend_name(backend));
+  return names;
+}
+
+void set_isa(const std::string& name) {
+  if (name == eml::gemm::isa_name(eml::gemm::Isa::generic)) {
+    eml::gemm::set_active_isa(eml::gemm::Isa::generic);
+  } else if (name == eml::gemm::isa_name(eml::gemm::Isa::avx2)) {
+    eml::gemm::set_active_isa(eml::gemm::Isa::avx2);
+  } else {
+    throw std::invalid_argument("eml_ops: unknown ISA '" + name + "'; choose generic or avx2");
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "eml_ops C++ core: course functions (6.3) and controls of the eml:: operators";
+  m.def("hello", &eml::course::hello, "Prints 'Hello World!' from C++ (seed 6.3).");
+
+  auto course = m.def_submodule("course", "Seed 6.3: forward/backward of the linear layer in C++.");
+  auto with_aten = course.def_submodule("aten", "With ATen matmuls.");
+  with_aten.def("forward", &eml::course::with_aten::forward, py::arg("i_input"), py::arg("i_weight"));
+  with_aten.def("backward", &eml::course::with_aten::backward, py::arg("i_grad"),
+                py::arg("i_input"), py::arg("i_weights"));
+  auto with_loops = course.def_submodule("loops", "With our own C++-only loops.");
+  with_loops.def("forward", &eml::course::with_loops::forward, py::arg("i_input"),
+                 py::arg("i_weight"));
+  with_loops.def("backward", &eml::course::with_loops::backward, py::arg("i_grad"),
+                 py::arg("i_input"), py::arg("i_weights"));
+
+  m.def("available_backends", &available_backend_names);
+  m.def("default_backend", [] { return std::string(eml::backend_name(eml::default_backend())); });
+  m.def("get_backend", [] { return std::string(eml::backend_name(eml::current_backend())); });
+  m.def("set_backend", [](const std::string& name) { eml::set_current_backend(name); },
+        "Selects the GEMM backend process-wide; ValueError for an unknown or unavailable one.");
+
+  m.def("detected_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::detected_isa())); });
+  m.def("get_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::active_isa())); });
+  m.def("set_isa", &set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");
+  m.def("fma_peak_gflops", &eml::gemm::measure_fma_peak_gflops, py::arg("use_double") = false,
+        py::arg("seconds") = 0.2, "Measured single-core FMA peak in GFLOP/s.",
+        py::call_guard<py::gil_scoped_release>());
+}

@@ -1,0 +1,175 @@
+// Packing-free tiles with AVX2 + FMA, for problems too small (or too skinny) for
+// packing to pay off. See kernels.h for what each tile computes.
+#include "kernels.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+
+#include <utility>
+
+#include "simd_avx2.h"
+
+namespace eml::gemm::blocked {
+namespace {
+
+using avx2::Vec;
+
+// R x C dot products along k: vector accumulators reduced horizontally at the end.
+template <typename T, int R, int C>
+EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                              int64_t ldc, const T* bias, bool accumulate) {
+  using VT = Vec<T>;
+  using V = typename VT::V;
+  constexpr int L = VT::lanes;
+  V acc[R][C];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) acc[r][j] = VT::zero();
+  }
+  int64_t p = 0;
+#pragma GCC unroll 2
+  for (; p + L <= k; p += L) {
+    V av[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) av[r] = VT::loadu(a + r * lda + p);
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      const V bv = VT::loadu(b + j * ldb + p);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r][j] = VT::fma(av[r], bv, acc[r][j]);
+    }
+  }
+  if (p < k) {  // the last k % L steps: masked lanes load as 0 and add nothing
+    const auto mask = VT::mask(static_cast<int>(k - p));
+    V av[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda + p, mask);
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      const V bv = VT::maskload(b + j * ldb + p, mask);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r][j] = VT::fma(av[r], bv, acc[r][j]);
+    }
+  }
+  const V zero = VT::zero();
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    T sums[4];
+    VT::sum4(acc[r][0], C > 1 ? acc[r][C > 1 ? 1 : 0] : zero, C > 2 ? acc[r][C > 2 ? 2 : 0] : zero,
+             C > 3 ? acc[r][C > 3 ? 3 : 0] : zero, sums);
+    T* c_row = c + r * ldc;
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      if (accumulate) {
+        c_row[j] += sums[j];
+      } else {
+        c_row[j] = bias != nullptr ? sums[j] + bias[j] : sums[j];
+      }
+    }
+  }
+}
+
+// R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B.
+template <typename T, int R, int NV, bool kMasked>
+EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a_row_stride,
+                                                int64_t a_col_stride, const T* b, int64_t ldb,
+                                                T* c, int64_t ldc, int64_t cols, const T* bias,
+                                                bool accumulate) {
+  using VT = Vec<T>;
+  using V = typename VT::V;
+  using Mask = typename VT::Mask;
+  constexpr int L = VT::lanes;
+  Mask masks[NV];
+  if constexpr (kMasked) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t lanes = cols - v * L;
+      masks[v] = lanes <= 0 ? _mm256_setzero_si256()
+                            : VT::mask(static_cast<int>(lanes < L ? lanes : L));
+    }
+  }
+  V acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = VT::zero();
+  }
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < k; ++p) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      bv[v] = kMasked ? VT::maskload(b + p * ldb + v * L, masks[v]) : VT::loadu(b + p * ldb + v * L);
+    }
+    const T* a_step = a + p * a_col_stride;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const V av = VT::broadcast(a_step + r * a_row_stride);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = VT::fma(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      T* dst = c + r * ldc + v * L;
+      V result = acc[r][v];
+      if (accumulate) {
+        result = VT::add(result, kMasked ? VT::maskload(dst, masks[v]) : VT::loadu(dst));
+      } else if (bias != nullptr) {
+        result = VT::add(result, kMasked ? VT::maskload(bias + v * L, masks[v])
+                                         : VT::loadu(bias + v * L));
+      }
+      if constexpr (kMasked) {
+        VT::maskstore(dst, masks[v], result);
+      } else {
+        VT::storeu(dst, result);
+      }
+    }
+  }
+}
+
+template <typename T, int R>
+EML_TARGET_AVX2 void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride,
+                                    int64_t a_col_stride, const T* b, int64_t ldb, T* c,
+                                    int64_t ldc, int64_t cols, const T* bias, bool accumulate) {
+  constexpr int NV = static_cast<int>(kBroadcastCols<T>) / Vec<T>::lanes;
+  if (cols == kBroadcastCols<T>) {
+    broadcast_tile_impl<T, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
+                                         bias, accumulate);
+  } else {
+    broadcast_tile_impl<T, R, NV, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
+                                        bias, accumulate);
+  }
+}
+
+template <typename T, int R, int... Cs>
+void set_dot_row(Kernels<T>& kernels, std::integer_sequence<int, Cs...>) {
+  ((kernels.dot[R - 1][Cs] = &dot_tile<T, R, Cs + 1>), ...);
+}
+
+template <typename T, int... Rs>
+void set_dot_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
+  (set_dot_row<T, Rs + 1>(kernels, std::make_integer_sequence<int, kDotCols>{}), ...);
+}
+
+template <typename T, int... Rs>
+void set_broadcast_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
+  ((kernels.broadcast[Rs] = &broadcast_tile<T, Rs + 1>), ...);
+}
+
+}  // namespace
+
+template <typename T>
+void set_avx2_direct_tiles(Kernels<T>& kernels) {
+  set_dot_tiles<T>(kernels, std::make_integer_sequence<int, kDotRows>{});
+  set_broadcast_tiles<T>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
+}
+
+template void set_avx2_direct_tiles<float>(Kernels<float>&);
+template void set_avx2_direct_tiles<double>(Kernels<double>&);
+
+}  // namespace eml::gemm::blocked
+
+#endif

@@ -1,0 +1,25 @@
+// The packing-free paths: loops over the direct tiles of kernels.h, reading A and
+// B where they are. For problems where packing would cost more than it saves.
+#pragma once
+
+#include "../gemm.h"
+#include "kernels.h"
+
+namespace eml::gemm::blocked {
+
+// Needs a.col_stride == 1 and b.row_stride == 1 (A and B both contiguous along k,
+// as in Y = X·W^T). C = A·B (+ bias).
+template <typename T>
+void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
+              OutputMatrix<T> c, const T* bias);
+
+// Needs b.col_stride == 1 (B contiguous along n, as in G·W); A may have any strides.
+template <typename T>
+void broadcast_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
+                    OutputMatrix<T> c, const T* bias);
+
+// row_sums[i] = sum_p A(i, p), for the paths that do not pack A.
+template <typename T>
+void compute_row_sums(ConstMatrixView<T> a, T* row_sums);
+
+}  // namespace eml::gemm::blocked

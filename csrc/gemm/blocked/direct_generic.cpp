@@ -1,0 +1,87 @@
+// Packing-free tiles in portable C++ (see kernels.h); independent per-lane partial
+// sums let the compiler vectorise without reassociating a reduction.
+#include <utility>
+
+#include "kernels.h"
+
+namespace eml::gemm::blocked {
+namespace {
+
+constexpr int kLanes = 8;
+
+template <typename T, int R, int C>
+void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+              const T* bias, bool accumulate) {
+  T acc[R][C][kLanes] = {};
+  int64_t p = 0;
+  for (; p + kLanes <= k; p += kLanes) {
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < C; ++j) {
+        for (int l = 0; l < kLanes; ++l) acc[r][j][l] += a[r * lda + p + l] * b[j * ldb + p + l];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < C; ++j) {
+      T sum = 0;
+      for (int l = 0; l < kLanes; ++l) sum += acc[r][j][l];
+      for (int64_t q = p; q < k; ++q) sum += a[r * lda + q] * b[j * ldb + q];
+      T& out = c[r * ldc + j];
+      out = accumulate ? out + sum : (bias != nullptr ? sum + bias[j] : sum);
+    }
+  }
+}
+
+template <typename T, int R>
+void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_stride,
+                    const T* b, int64_t ldb, T* c, int64_t ldc, int64_t cols, const T* bias,
+                    bool accumulate) {
+  constexpr int W = static_cast<int>(kBroadcastCols<T>);
+  T acc[R][W] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    const T* b_row = b + p * ldb;
+    for (int r = 0; r < R; ++r) {
+      const T a_value = a[r * a_row_stride + p * a_col_stride];
+      if (cols == W) {
+        for (int j = 0; j < W; ++j) acc[r][j] += a_value * b_row[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) acc[r][j] += a_value * b_row[j];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    T* c_row = c + r * ldc;
+    for (int64_t j = 0; j < cols; ++j) {
+      c_row[j] = accumulate ? c_row[j] + acc[r][j]
+                            : (bias != nullptr ? acc[r][j] + bias[j] : acc[r][j]);
+    }
+  }
+}
+
+template <typename T, int R, int... Cs>
+void set_dot_row(Kernels<T>& kernels, std::integer_sequence<int, Cs...>) {
+  ((kernels.dot[R - 1][Cs] = &dot_tile<T, R, Cs + 1>), ...);
+}
+
+template <typename T, int... Rs>
+void set_dot_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
+  (set_dot_row<T, Rs + 1>(kernels, std::make_integer_sequence<int, kDotCols>{}), ...);
+}
+
+template <typename T, int... Rs>
+void set_broadcast_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
+  ((kernels.broadcast[Rs] = &broadcast_tile<T, Rs + 1>), ...);
+}
+
+}  // namespace
+
+template <typename T>
+void set_generic_direct_tiles(Kernels<T>& kernels) {
+  set_dot_tiles<T>(kernels, std::make_integer_sequence<int, kDotRows>{});
+  set_broadcast_tiles<T>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
+}
+
+template void set_generic_direct_tiles<float>(Kernels<float>&);
+template void set_generic_direct_tiles<double>(Kernels<double>&);
+
+}  // namespace eml::gemm::blocked

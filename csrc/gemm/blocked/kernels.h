@@ -1,0 +1,69 @@
+// The ISA-specific compute kernels, as tables of function pointers: the loops
+// around them (blocking, packing, threading) are ISA-neutral and pick a table by
+// active_isa() once per call.
+#pragma once
+
+#include <cstdint>
+
+#include "block_sizes.h"
+
+namespace eml::gemm::blocked {
+
+// Packed path. C[0:MR, 0:NR] (row stride ldc) = sum_p A_panel[p] * B_panel[p], where
+// packed_a holds kc steps of MR values and packed_b kc steps of NR values.
+// accumulate: C += result. Otherwise C = result (+ bias[0:NR] when bias is set).
+template <typename T>
+using MicroKernel = void (*)(int64_t kc, const T* packed_a, const T* packed_b, T* c,
+                             int64_t ldc, const T* bias, bool accumulate);
+
+// Packing-free path for A and B both contiguous along k (Y = X·W^T):
+// C[r, j] (+)= sum_p a[r*lda + p] * b[j*ldb + p] for a fixed tile of rows r and
+// columns j (one function per tile shape); bias and accumulate as above.
+template <typename T>
+using DotTile = void (*)(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                         int64_t ldc, const T* bias, bool accumulate);
+
+// Packing-free path for B contiguous along n (G·W): C[r, 0:cols] (+)= sum_p
+// A(r, p) * b[p*ldb + 0:cols] for a fixed number of rows r (one function per row
+// count), A read through its strides, cols <= the kernel's width.
+template <typename T>
+using BroadcastTile = void (*)(int64_t k, const T* a, int64_t a_row_stride,
+                               int64_t a_col_stride, const T* b, int64_t ldb, T* c, int64_t ldc,
+                               int64_t cols, const T* bias, bool accumulate);
+
+// Tile shapes of the packing-free paths, the same for every ISA.
+inline constexpr int kDotRows = 3;     // dot tiles are up to 3 rows x 4 columns
+inline constexpr int kDotCols = 4;
+inline constexpr int kBroadcastRows = 6;
+template <typename T>
+inline constexpr int64_t kBroadcastCols = BlockSizes<T>::nr;
+
+template <typename T>
+struct Kernels {
+  MicroKernel<T> micro;
+  DotTile<T> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
+  BroadcastTile<T> broadcast[kBroadcastRows];  // [rows - 1]
+};
+
+// The tables, built once (kernels.cpp) from the pieces below.
+template <typename T>
+const Kernels<T>& generic_kernels();
+#if defined(__x86_64__) || defined(_M_X64)
+// Call only when the CPU has AVX2 and FMA.
+template <typename T>
+const Kernels<T>& avx2_kernels();
+#endif
+
+// The pieces, one ISA per file: microkernel_{generic,avx2}.cpp, direct_{generic,avx2}.cpp.
+template <typename T>
+MicroKernel<T> generic_micro_kernel();
+template <typename T>
+void set_generic_direct_tiles(Kernels<T>& kernels);
+#if defined(__x86_64__) || defined(_M_X64)
+template <typename T>
+MicroKernel<T> avx2_micro_kernel();
+template <typename T>
+void set_avx2_direct_tiles(Kernels<T>& kernels);
+#endif
+
+}  // namespace eml::gemm::blocked

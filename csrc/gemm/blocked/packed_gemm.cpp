@@ -1,0 +1,53 @@
+#include "packed_gemm.h"
+
+#include <algorithm>
+
+#include "block_sizes.h"
+#include "macro_kernel.h"
+#include "packing.h"
+#include "workspace.h"
+
+namespace eml::gemm::blocked {
+
+template <typename T>
+void packed_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
+                 OutputMatrix<T> c, const T* bias, T* row_sums) {
+  using Blocks = BlockSizes<T>;
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
+  // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
+  const int64_t max_kc = std::min(k, Blocks::kc);
+  T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, Blocks::mc), max_kc));
+  T* packed_b = packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, Blocks::nc)));
+
+  for (int64_t jc = 0; jc < n; jc += Blocks::nc) {
+    const int64_t nc = std::min(Blocks::nc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += Blocks::kc) {
+      const int64_t kc = std::min(Blocks::kc, k - pc);
+      pack_b<T>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
+                 b.col_stride},
+                packed_b);
+      const bool first_kc = pc == 0;
+      for (int64_t ic = 0; ic < m; ic += Blocks::mc) {
+        const int64_t mc = std::min(Blocks::mc, m - ic);
+        // Each element of A is packed once per column block: sum it in the first only.
+        T* block_row_sums = (row_sums != nullptr && jc == 0) ? row_sums + ic : nullptr;
+        pack_a<T>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
+                   a.col_stride},
+                  packed_a, block_row_sums);
+        macro_kernel<T>(kernels.micro, kc, packed_a, packed_b,
+                        {c.data + ic * c.ld + jc, mc, nc, c.ld},
+                        first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
+      }
+    }
+  }
+}
+
+template void packed_gemm<float>(const Kernels<float>&, ConstMatrixView<float>,
+                                 ConstMatrixView<float>, OutputMatrix<float>, const float*,
+                                 float*);
+template void packed_gemm<double>(const Kernels<double>&, ConstMatrixView<double>,
+                                  ConstMatrixView<double>, OutputMatrix<double>, const double*,
+                                  double*);
+
+}  // namespace eml::gemm::blocked

@@ -1,0 +1,45 @@
+#include "path.h"
+
+#include <atomic>
+
+namespace eml::gemm::blocked {
+namespace {
+
+std::atomic<Path> g_forced_path{Path::automatic};
+
+template <typename T>
+bool dot_applies(ConstMatrixView<T> a, ConstMatrixView<T> b) {
+  return a.col_stride == 1 && b.row_stride == 1;
+}
+
+template <typename T>
+bool broadcast_applies(ConstMatrixView<T> b) {
+  return b.col_stride == 1;
+}
+
+}  // namespace
+
+void force_path(Path path) { g_forced_path.store(path, std::memory_order_relaxed); }
+
+template <typename T>
+Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n, int64_t k) {
+  const Path forced = g_forced_path.load(std::memory_order_relaxed);
+  if (forced == Path::dot && dot_applies(a, b)) return Path::dot;
+  if (forced == Path::broadcast && broadcast_applies(b)) return Path::broadcast;
+  if (forced != Path::automatic) return Path::packed;
+
+  // Packing B costs about as much as m rows of compute, packing A as n columns:
+  // below these sizes reading the operands in place is cheaper.
+  const bool few_rows = m <= 16;
+  const bool small = m * n * k <= 64 * 64 * 64;
+  if ((few_rows || small) && dot_applies(a, b)) return Path::dot;
+  if ((few_rows || small) && broadcast_applies(b)) return Path::broadcast;
+  return Path::packed;
+}
+
+template Path choose_path<float>(ConstMatrixView<float>, ConstMatrixView<float>, int64_t,
+                                 int64_t, int64_t);
+template Path choose_path<double>(ConstMatrixView<double>, ConstMatrixView<double>, int64_t,
+                                  int64_t, int64_t);
+
+}  // namespace eml::gemm::blocked

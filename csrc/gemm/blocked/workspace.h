@@ -1,0 +1,33 @@
+// Per-thread scratch memory for packed blocks, reused across calls.
+//
+// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B), never by
+// the problem, so a thread allocates at most once per buffer and then reuses it.
+#pragma once
+
+#include <cstddef>
+
+namespace eml::gemm::blocked {
+
+// A 64-byte aligned buffer that only grows.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+
+  // At least `bytes` of storage; contents are not preserved when it grows.
+  void* reserve(std::size_t bytes);
+
+ private:
+  void* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+// The calling thread's buffers for packed A and packed B of element type T.
+template <typename T>
+T* packed_a_buffer(std::size_t elements);
+template <typename T>
+T* packed_b_buffer(std::size_t elements);
+
+}  // namespace eml::gemm::blocked

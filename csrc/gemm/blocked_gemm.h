@@ -1,0 +1,27 @@
+// The fast CPU GEMM of eml_ops: BLIS-style packing and cache blocking around AVX2
+// (or portable) register kernels, packing-free paths for small and skinny shapes,
+// and threads over disjoint blocks of C. Torch-free, like gemm.h.
+#pragma once
+
+#include "gemm.h"
+
+namespace eml::gemm {
+
+// C = A·B (+ epilogue.bias); epilogue.a_row_sums, when set, receives A's row sums.
+// beta = 0: C is overwritten. k == 0 gives C = bias (or zeros); m == 0 does nothing;
+// n == 0 still fills a_row_sums. A and B may have any strides (0, transposed,
+// sliced); C is row-major with ld >= n and must not overlap A, B or the epilogue.
+// Kernels follow active_isa() (isa.h). Throws std::invalid_argument on mismatched
+// shapes. Defined for T = float and T = double.
+template <typename T>
+void blocked_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
+                  const Epilogue<T>& epilogue, const Threading& threading);
+
+extern template void blocked_gemm<float>(ConstMatrixView<float>, ConstMatrixView<float>,
+                                         OutputMatrix<float>, const Epilogue<float>&,
+                                         const Threading&);
+extern template void blocked_gemm<double>(ConstMatrixView<double>, ConstMatrixView<double>,
+                                          OutputMatrix<double>, const Epilogue<double>&,
+                                          const Threading&);
+
+}  // namespace eml::gemm

@@ -1,0 +1,106 @@
+#include "isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#if defined(_MSC_VER)
+#include <immintrin.h>
+#include <intrin.h>
+#else
+#include <cpuid.h>
+#endif
+#endif
+
+namespace eml::gemm {
+namespace {
+
+#if defined(__x86_64__) || defined(_M_X64)
+
+void cpuid(unsigned leaf, unsigned subleaf, unsigned regs[4]) {
+#if defined(_MSC_VER)
+  int out[4];
+  __cpuidex(out, static_cast<int>(leaf), static_cast<int>(subleaf));
+  for (int i = 0; i < 4; ++i) regs[i] = static_cast<unsigned>(out[i]);
+#else
+  __cpuid_count(leaf, subleaf, regs[0], regs[1], regs[2], regs[3]);
+#endif
+}
+
+// XCR0: which register states the OS saves on context switches.
+unsigned long long read_xcr0() {
+#if defined(_MSC_VER)
+  return _xgetbv(0);
+#else
+  unsigned eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<unsigned long long>(edx) << 32) | eax;
+#endif
+}
+
+bool cpu_has_avx2_fma() {
+  unsigned regs[4];
+  cpuid(0, 0, regs);
+  if (regs[0] < 7) return false;
+  cpuid(1, 0, regs);
+  const bool fma = (regs[2] >> 12) & 1;
+  const bool osxsave = (regs[2] >> 27) & 1;
+  const bool avx = (regs[2] >> 28) & 1;
+  if (!(fma && osxsave && avx)) return false;
+  constexpr unsigned long long kXmmYmmState = 0x6;  // XCR0 bits 1 (SSE) and 2 (AVX)
+  if ((read_xcr0() & kXmmYmmState) != kXmmYmmState) return false;
+  cpuid(7, 0, regs);
+  return (regs[1] >> 5) & 1;  // EBX bit 5: AVX2
+}
+
+#else
+
+bool cpu_has_avx2_fma() { return false; }
+
+#endif
+
+Isa initial_isa() {
+  const Isa detected = detected_isa();
+  const char* requested = std::getenv("EML_OPS_ISA");
+  if (requested != nullptr && std::strcmp(requested, "generic") == 0) return Isa::generic;
+  return detected;  // "avx2" on a CPU without it, or anything else: what the CPU has
+}
+
+// A function-local static: initialised once, thread-safely, on first use.
+std::atomic<Isa>& active_isa_slot() {
+  static std::atomic<Isa> slot{initial_isa()};
+  return slot;
+}
+
+}  // namespace
+
+Isa detected_isa() {
+  static const Isa detected = cpu_has_avx2_fma() ? Isa::avx2 : Isa::generic;
+  return detected;
+}
+
+Isa active_isa() { return active_isa_slot().load(std::memory_order_relaxed); }
+
+void set_active_isa(Isa isa) {
+  if (isa == Isa::avx2 && detected_isa() != Isa::avx2) {
+    throw std::invalid_argument("eml_ops: this CPU (or OS) does not support AVX2 with FMA");
+  }
+  if (isa != Isa::avx2 && isa != Isa::generic) {
+    throw std::invalid_argument("eml_ops: unknown ISA");
+  }
+  active_isa_slot().store(isa, std::memory_order_relaxed);
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::generic:
+      return "generic";
+    case Isa::avx2:
+      return "avx2";
+  }
+  return "unknown";
+}
+
+}  // namespace eml::gemm

@@ -1,0 +1,99 @@
+// Internals of the TPP backend, shared by its .cpp files and its standalone test.
+//
+// Vocabulary. LIBXSMM kernels are column-major: a kernel computes
+//     Z (M x N) = sum_{i < count} P_i (M x K) · Q_i (K x N)
+// with Z, P, Q column-major (Q may instead be stored transposed: TRANS_B). Our
+// row-major C = A·B is mapped onto that in one of two orientations:
+//   kZIsCT: Z = C^T (written straight into C, ldc = c.ld); P = B^T, Q = A^T;
+//           M = n, N = m.
+//   kZIsC:  Z = C (a column-major tile in a scratch buffer, then transposed into
+//           C together with the bias); P = A, Q = B; M = m, N = n.
+// Each of P and Q is either read in place (when its strides already are what a
+// kernel needs) or packed into a blocked layout:
+//   P: [M blocks][K][bM]                (= [M blocks][K blocks][bk][bM], lda = bM)
+//   Q: [N blocks][K blocks][bN][bk]     (ldb = bk)
+// and every bM x bN block of Z is one batch-reduce GEMM over the bk-deep K blocks
+// (beta = 0), plus, when bk does not divide K, one more kernel call for the K tail
+// (beta = 1). M and N remainders get their own kernels (no padding is ever read).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tpp_gemm.h"
+
+namespace eml::gemm::tpp {
+
+// ---- LIBXSMM set-up and kernels (tpp_kernels.cpp) ----
+
+// libxsmm_init() once; true when a probe kernel dispatches.
+bool init();
+
+// One batch-reduce kernel: Z (m x n, ldc) (= or +=) sum_i P_i (m x k, lda) · Q_i (k x n, ldb),
+// P_i = P_0 + i*stride_a bytes, Q_i = Q_0 + i*stride_b bytes.
+struct KernelKey {
+  int32_t m = 0, n = 0, k = 0;
+  int32_t lda = 0, ldb = 0, ldc = 0;
+  int32_t stride_a = 0, stride_b = 0;  // bytes
+  bool trans_b = false;                // Q stored as an n x k column-major matrix
+  bool accumulate = false;             // beta = 1 (else beta = 0)
+  bool operator==(const KernelKey& o) const;
+};
+
+template <typename T>
+using BrgemmKernel = void (*)(const T* p, const T* q, T* z, const unsigned long long* count, ...);
+
+// A cached kernel for the key, or nullptr when LIBXSMM cannot generate it.
+// Thread-safe; call outside hot loops.
+template <typename T>
+BrgemmKernel<T> get_kernel(const KernelKey& key);
+
+// ---- Packing and the other memory passes (tpp_pack.cpp) ----
+
+// dst[o*ld_dst + i] = src[o*s_outer + i*s_inner] for o < n_outer, i < n_inner.
+template <typename T>
+void copy_2d(T* dst, int64_t ld_dst, const T* src, int64_t s_outer, int64_t s_inner,
+             int64_t n_outer, int64_t n_inner);
+
+// P block: dst[kk*bm + r] = p(r0 + r, kk) for r < rows, kk < p.cols.
+template <typename T>
+void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t bm, T* dst);
+
+// Q block: K blocks of bn x bk, dst[(kb*bn + col)*bk + kk] = q(kb*bk + kk, c0 + col)
+// for col < cols; the K tail block keeps the bn x bk footprint.
+template <typename T>
+void pack_q_block(ConstMatrixView<T> q, int64_t c0, int64_t cols, int64_t bn, int64_t bk, T* dst);
+
+// sums[i - r0] = sum_k a(i, k) for r0 <= i < r1 (accumulated in double).
+template <typename T>
+void row_sums(ConstMatrixView<T> a, int64_t r0, int64_t r1, T* sums);
+
+// C rows [r0, r1) = bias (or 0).
+template <typename T>
+void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias);
+
+// C(i0 + r, j0 + col) = z[r + col*ldz] (+ bias[j0 + col]) for r < rows, col < cols.
+template <typename T>
+void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
+                      int64_t i0, int64_t j0, const T* bias);
+
+// ---- The driver (tpp_gemm.cpp) ----
+
+// Knobs for tests and tuning; the defaults are what tpp_gemm() uses.
+struct Options {
+  enum Orientation { kAuto = -1, kZIsCT = 0, kZIsC = 1 };
+  int orientation = kAuto;
+  bool force_pack_p = false;  // pack P even where it could be read in place
+  bool force_pack_q = false;
+  int64_t block_m = 0;  // kernel M block (0: default for T)
+  int64_t block_n = 0;  // kernel N block
+  int64_t block_k = 0;  // K block target (0: default)
+  // Below this many flops (2*m*n*k) the work runs on the calling thread only.
+  double min_parallel_flops = 1 << 18;
+};
+
+template <typename T>
+bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
+          const Epilogue<T>& epilogue, const Threading& threading, const Options& options);
+
+}  // namespace eml::gemm::tpp

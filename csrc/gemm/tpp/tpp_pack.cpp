@@ -1,0 +1,138 @@
+// Packing strided views into the blocked layouts the kernels read, and the other
+// plain memory passes of the backend (row sums, bias fill, tile transpose-out).
+#include <algorithm>
+#include <cstring>
+
+#include "tpp_internal.h"
+
+namespace eml::gemm::tpp {
+
+template <typename T>
+void copy_2d(T* dst, int64_t ld_dst, const T* src, int64_t s_outer, int64_t s_inner,
+             int64_t n_outer, int64_t n_inner) {
+  if (n_outer <= 0 || n_inner <= 0) return;
+  if (s_inner == 1) {  // rows are contiguous on both sides
+    for (int64_t o = 0; o < n_outer; ++o)
+      std::memcpy(dst + o * ld_dst, src + o * s_outer, size_t(n_inner) * sizeof(T));
+    return;
+  }
+  if (s_outer == 1) {  // a transpose: go tile by tile so both sides stay in L1
+    constexpr int64_t kTile = 16;
+    for (int64_t i0 = 0; i0 < n_inner; i0 += kTile) {
+      const int64_t i1 = std::min(n_inner, i0 + kTile);
+      for (int64_t o0 = 0; o0 < n_outer; o0 += kTile) {
+        const int64_t o1 = std::min(n_outer, o0 + kTile);
+        if (i1 - i0 == kTile && o1 - o0 == kTile) {
+          for (int64_t i = 0; i < kTile; ++i) {
+            const T* s = src + (i0 + i) * s_inner + o0;
+            T* d = dst + o0 * ld_dst + i0 + i;
+            for (int64_t o = 0; o < kTile; ++o) d[o * ld_dst] = s[o];
+          }
+        } else {
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t o = o0; o < o1; ++o) dst[o * ld_dst + i] = src[o + i * s_inner];
+        }
+      }
+    }
+    return;
+  }
+  for (int64_t o = 0; o < n_outer; ++o) {  // anything else, stride 0 included
+    const T* s = src + o * s_outer;
+    T* d = dst + o * ld_dst;
+    for (int64_t i = 0; i < n_inner; ++i) d[i] = s[i * s_inner];
+  }
+}
+
+template <typename T>
+void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t bm, T* dst) {
+  // column-major rows x K with lda = bm: outer kk, inner r
+  copy_2d(dst, bm, p.data + r0 * p.row_stride, p.col_stride, p.row_stride, p.cols, rows);
+}
+
+template <typename T>
+void pack_q_block(ConstMatrixView<T> q, int64_t c0, int64_t cols, int64_t bn, int64_t bk,
+                  T* dst) {
+  const int64_t k = q.rows;
+  for (int64_t kb = 0, k0 = 0; k0 < k; ++kb, k0 += bk) {
+    const int64_t depth = std::min(bk, k - k0);
+    // column-major depth x cols with ldb = bk: outer col, inner kk
+    copy_2d(dst + kb * bn * bk, bk, q.data + k0 * q.row_stride + c0 * q.col_stride,
+            q.col_stride, q.row_stride, cols, depth);
+  }
+}
+
+template <typename T>
+void row_sums(ConstMatrixView<T> a, int64_t r0, int64_t r1, T* sums) {
+  const int64_t rows = r1 - r0;
+  if (rows <= 0) return;
+  const T* base = a.data + r0 * a.row_stride;
+  if (a.cols == 0) {
+    std::fill(sums, sums + rows, T(0));
+    return;
+  }
+  if (a.row_stride == 1 && a.col_stride != 1) {
+    // rows are adjacent in memory (e.g. A = G^T): sweep k outside, rows inside
+    constexpr int64_t kChunk = 256;
+    double acc[kChunk];
+    for (int64_t i0 = 0; i0 < rows; i0 += kChunk) {
+      const int64_t len = std::min(kChunk, rows - i0);
+      std::fill(acc, acc + len, 0.0);
+      for (int64_t kk = 0; kk < a.cols; ++kk) {
+        const T* s = base + i0 + kk * a.col_stride;
+        for (int64_t i = 0; i < len; ++i) acc[i] += double(s[i]);
+      }
+      for (int64_t i = 0; i < len; ++i) sums[i0 + i] = T(acc[i]);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* s = base + i * a.row_stride;
+    double acc = 0;
+    for (int64_t kk = 0; kk < a.cols; ++kk) acc += double(s[kk * a.col_stride]);
+    sums[i] = T(acc);
+  }
+}
+
+template <typename T>
+void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias) {
+  for (int64_t i = r0; i < r1; ++i) {
+    T* row = c.data + i * c.ld;
+    if (bias)
+      std::memcpy(row, bias, size_t(c.cols) * sizeof(T));
+    else
+      std::fill(row, row + c.cols, T(0));
+  }
+}
+
+template <typename T>
+void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
+                      int64_t i0, int64_t j0, const T* bias) {
+  constexpr int64_t kTile = 16;
+  for (int64_t ca = 0; ca < cols; ca += kTile) {
+    const int64_t cb = std::min(cols, ca + kTile);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* out = c.data + (i0 + r) * c.ld + j0;
+      const T* in = z + r;
+      if (bias) {
+        const T* bj = bias + j0;
+        for (int64_t col = ca; col < cb; ++col) out[col] = in[col * ldz] + bj[col];
+      } else {
+        for (int64_t col = ca; col < cb; ++col) out[col] = in[col * ldz];
+      }
+    }
+  }
+}
+
+#define EML_TPP_INSTANTIATE(T)                                                                \
+  template void copy_2d<T>(T*, int64_t, const T*, int64_t, int64_t, int64_t, int64_t);       \
+  template void pack_p_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, T*);          \
+  template void pack_q_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, int64_t, T*); \
+  template void row_sums<T>(ConstMatrixView<T>, int64_t, int64_t, T*);                       \
+  template void fill_rows<T>(OutputMatrix<T>, int64_t, int64_t, const T*);                   \
+  template void store_transposed<T>(const T*, int64_t, int64_t, int64_t, OutputMatrix<T>,    \
+                                    int64_t, int64_t, const T*);
+EML_TPP_INSTANTIATE(float)
+EML_TPP_INSTANTIATE(double)
+#undef EML_TPP_INSTANTIATE
+
+}  // namespace eml::gemm::tpp

@@ -1,0 +1,105 @@
+#include "ops/backend.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+
+#ifdef EML_OPS_WITH_LIBXSMM
+#include "gemm/tpp/tpp_gemm.h"
+#endif
+
+namespace eml {
+namespace {
+
+constexpr std::array<Backend, 4> kAllBackends = {Backend::aten, Backend::reference,
+                                                 Backend::blocked, Backend::tpp};
+
+// The initial selection: EML_OPS_BACKEND when it names an available backend, else the
+// default. (The Python package raises on a bad value; C++-only users get the default.)
+Backend initial_backend() {
+  if (const char* requested = std::getenv("EML_OPS_BACKEND")) {
+    if (auto parsed = parse_backend(requested); parsed && backend_available(*parsed)) {
+      return *parsed;
+    }
+  }
+  return default_backend();
+}
+
+std::atomic<int>& selected_backend() {
+  static std::atomic<int> selected{static_cast<int>(initial_backend())};
+  return selected;
+}
+
+}  // namespace
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::aten: return "aten";
+    case Backend::reference: return "reference";
+    case Backend::blocked: return "blocked";
+    case Backend::tpp: return "tpp";
+  }
+  return "unknown";
+}
+
+std::optional<Backend> parse_backend(std::string_view name) {
+  for (Backend backend : kAllBackends) {
+    if (name == backend_name(backend)) return backend;
+  }
+  return std::nullopt;
+}
+
+bool backend_available(Backend backend) {
+  if (backend == Backend::tpp) {
+#ifdef EML_OPS_WITH_LIBXSMM
+    return gemm::tpp_available();
+#else
+    return false;
+#endif
+  }
+  return true;
+}
+
+std::vector<Backend> available_backends() {
+  std::vector<Backend> available;
+  for (Backend backend : kAllBackends) {
+    if (backend_available(backend)) available.push_back(backend);
+  }
+  return available;
+}
+
+std::string available_backend_names() {
+  std::string names;
+  for (Backend backend : available_backends()) {
+    if (!names.empty()) names += ", ";
+    names += backend_name(backend);
+  }
+  return names;
+}
+
+Backend default_backend() { return Backend::blocked; }
+
+Backend current_backend() {
+  return static_cast<Backend>(selected_backend().load(std::memory_order_relaxed));
+}
+
+void set_current_backend(Backend backend) {
+  if (!backend_available(backend)) {
+    throw std::invalid_argument(std::string("eml_ops: backend '") + backend_name(backend) +
+                                "' is not available in this build; choose one of: " +
+                                available_backend_names());
+  }
+  selected_backend().store(static_cast<int>(backend), std::memory_order_relaxed);
+}
+
+void set_current_backend(std::string_view name) {
+  auto parsed = parse_backend(name);
+  if (!parsed) {
+    throw std::invalid_argument("eml_ops: unknown backend '" + std::string(name) +
+                                "'; choose one of: " + available_backend_names());
+  }
+  set_current_backend(*parsed);
+}
+
+}  // namespace eml

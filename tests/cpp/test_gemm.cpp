@@ -1,0 +1,426 @@
+// Standalone test (no torch) of eml::gemm::blocked_gemm against a float64 naive
+// reference: odd shapes, every stride layout, bias / row sums, both ISAs, every
+// path, threads. `test_gemm bench [threads]` prints GFLOP/s instead.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gemm/blocked/path.h"
+#include "gemm/blocked_gemm.h"
+#include "gemm/gemm.h"
+#include "gemm/isa.h"
+#include "gemm/peak.h"
+
+using namespace eml::gemm;
+using eml::gemm::blocked::Path;
+
+namespace {
+
+// ---------------------------------------------------------------- threading
+// Runs chunks on fresh std::threads, split like at::parallel_for: one contiguous
+// chunk per thread.
+Threading spawning_threading(int threads) {
+  Threading threading;
+  threading.num_threads = threads;
+  threading.parallel_for = [threads](int64_t begin, int64_t end,
+                                     const std::function<void(int64_t, int64_t)>& body) {
+    const int64_t total = end - begin;
+    const int64_t chunks = std::min<int64_t>(threads, total);
+    std::vector<std::thread> workers;
+    for (int64_t t = 1; t < chunks; ++t) {
+      workers.emplace_back(body, begin + total * t / chunks, begin + total * (t + 1) / chunks);
+    }
+    body(begin, begin + total / chunks);
+    for (auto& worker : workers) worker.join();
+  };
+  return threading;
+}
+
+// A persistent pool of spinning workers, closer to OpenMP's cost per region (for timing).
+class SpinPool {
+ public:
+  explicit SpinPool(int threads) : threads_(threads) {
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { work(t); });
+  }
+  ~SpinPool() {
+    stop_ = true;
+    generation_.fetch_add(1);
+    for (auto& worker : workers_) worker.join();
+  }
+  void run(int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& body) {
+    begin_ = begin;
+    end_ = end;
+    body_ = &body;
+    pending_.store(threads_ - 1);
+    generation_.fetch_add(1, std::memory_order_release);
+    run_chunk(0);
+    while (pending_.load(std::memory_order_acquire) != 0) {
+    }
+  }
+
+ private:
+  void run_chunk(int t) {
+    const int64_t total = end_ - begin_;
+    const int64_t lo = begin_ + total * t / threads_, hi = begin_ + total * (t + 1) / threads_;
+    if (lo < hi) (*body_)(lo, hi);
+  }
+  void work(int t) {
+    uint64_t seen = 0;
+    while (true) {
+      uint64_t now;
+      while ((now = generation_.load(std::memory_order_acquire)) == seen) {
+      }
+      seen = now;
+      if (stop_) return;
+      run_chunk(t);
+      pending_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  int64_t begin_ = 0, end_ = 0;
+  const std::function<void(int64_t, int64_t)>* body_ = nullptr;
+};
+
+Threading pool_threading(SpinPool& pool, int threads) {
+  Threading threading;
+  threading.num_threads = threads;
+  threading.parallel_for = [&pool](int64_t begin, int64_t end,
+                                   const std::function<void(int64_t, int64_t)>& body) {
+    pool.run(begin, end, body);
+  };
+  return threading;
+}
+
+// ---------------------------------------------------------------- layouts
+enum class Layout {
+  row_major,      // strides (cols, 1)
+  col_major,      // a transposed view: strides (1, rows)
+  sliced,         // every 2nd column of a wider row-major matrix, padded rows
+  sliced_t,       // transposed and sliced: strides (2, 2*rows + 3)
+  expanded_rows,  // one row repeated: strides (0, 1)
+  expanded_cols,  // one column repeated: strides (1, 0)
+  scalar,         // one element everywhere: strides (0, 0)
+};
+constexpr Layout kLayouts[] = {Layout::row_major,     Layout::col_major,     Layout::sliced,
+                               Layout::sliced_t,      Layout::expanded_rows, Layout::expanded_cols,
+                               Layout::scalar};
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::row_major: return "row_major";
+    case Layout::col_major: return "col_major";
+    case Layout::sliced: return "sliced";
+    case Layout::sliced_t: return "sliced_t";
+    case Layout::expanded_rows: return "expanded_rows";
+    case Layout::expanded_cols: return "expanded_cols";
+    case Layout::scalar: return "scalar";
+  }
+  return "?";
+}
+
+// A matrix in some layout, with its own storage.
+template <typename T>
+struct Operand {
+  std::vector<T> storage;
+  ConstMatrixView<T> view;
+};
+
+template <typename T>
+Operand<T> make_operand(int64_t rows, int64_t cols, Layout layout, std::mt19937& rng) {
+  Operand<T> op;
+  int64_t row_stride = 0, col_stride = 0, size = 1;
+  switch (layout) {
+    case Layout::row_major: row_stride = cols; col_stride = 1; size = rows * cols; break;
+    case Layout::col_major: row_stride = 1; col_stride = rows; size = rows * cols; break;
+    case Layout::sliced: row_stride = 2 * cols + 5; col_stride = 2; size = rows * row_stride; break;
+    case Layout::sliced_t: row_stride = 2; col_stride = 2 * rows + 3; size = cols * col_stride; break;
+    case Layout::expanded_rows: row_stride = 0; col_stride = 1; size = cols; break;
+    case Layout::expanded_cols: row_stride = 1; col_stride = 0; size = rows; break;
+    case Layout::scalar: size = 1; break;
+  }
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  op.storage.resize(static_cast<size_t>(std::max<int64_t>(size, 1)) + 8);
+  for (auto& value : op.storage) value = static_cast<T>(dist(rng));
+  op.view = {op.storage.data(), rows, cols, row_stride, col_stride};
+  return op;
+}
+
+// ---------------------------------------------------------------- checking
+int g_failures = 0;
+int64_t g_checks = 0;
+
+struct Case {
+  int64_t m, n, k;
+  Layout a_layout, b_layout;
+  bool bias, row_sums;
+  Isa isa;
+  Path path;
+  int threads;
+};
+
+std::string describe(const Case& c, const char* type) {
+  char text[300];
+  std::snprintf(text, sizeof(text),
+                "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d row_sums=%d isa=%s path=%d threads=%d",
+                type, static_cast<long long>(c.m), static_cast<long long>(c.n),
+                static_cast<long long>(c.k), layout_name(c.a_layout), layout_name(c.b_layout),
+                c.bias, c.row_sums, isa_name(c.isa), static_cast<int>(c.path), c.threads);
+  return text;
+}
+
+void fail(const std::string& what, const std::string& where) {
+  if (++g_failures <= 20) std::fprintf(stderr, "FAIL: %s [%s]\n", what.c_str(), where.c_str());
+}
+
+// Same NaN / infinity class and sign, or within the rounding bound.
+bool close_enough(double got, double want, double bound) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  if (!std::isfinite(got)) return false;
+  return std::abs(got - want) <= bound;
+}
+
+template <typename T>
+void check_case(const Case& c, std::mt19937& rng, bool poison = false) {
+  Operand<T> a = make_operand<T>(c.m, c.k, c.a_layout, rng);
+  Operand<T> b = make_operand<T>(c.k, c.n, c.b_layout, rng);
+  if (poison && c.m > 0 && c.k > 0 && c.n > 0) {  // one NaN in A, one infinity in B
+    const_cast<T&>(a.view(c.m / 2, c.k / 3)) = std::numeric_limits<T>::quiet_NaN();
+    const_cast<T&>(b.view(c.k - 1, c.n / 2)) = -std::numeric_limits<T>::infinity();
+  }
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> bias(static_cast<size_t>(c.n) + 1);
+  for (auto& value : bias) value = static_cast<T>(dist(rng));
+  const int64_t ld = c.n + (c.m % 3);  // sometimes wider than n
+  const T sentinel = T(12345.5);
+  std::vector<T> out(static_cast<size_t>(c.m * ld) + 4, sentinel);
+  std::vector<T> sums(static_cast<size_t>(c.m) + 2, sentinel);
+
+  Epilogue<T> epilogue;
+  if (c.bias) epilogue.bias = bias.data();
+  if (c.row_sums) epilogue.a_row_sums = sums.data();
+  set_active_isa(c.isa);
+  blocked::force_path(c.path);
+  const Threading threading = c.threads > 1 ? spawning_threading(c.threads) : Threading{};
+  blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
+  ++g_checks;
+
+  const std::string where = describe(c, sizeof(T) == 4 ? "f32" : "f64");
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double want = c.bias ? static_cast<double>(bias[j]) : 0.0;
+      double magnitude = std::abs(want);
+      for (int64_t p = 0; p < c.k; ++p) {
+        const double product = static_cast<double>(a.view(i, p)) * static_cast<double>(b.view(p, j));
+        want += product;
+        magnitude += std::abs(product);
+      }
+      const double got = out[i * ld + j];
+      if (!close_enough(got, want, (c.k + 4) * eps * magnitude + 1e-30)) {
+        fail("C(" + std::to_string(i) + "," + std::to_string(j) + ") = " + std::to_string(got) +
+                 ", want " + std::to_string(want),
+             where);
+        return;
+      }
+    }
+    for (int64_t j = c.n; j < ld; ++j) {
+      if (out[i * ld + j] != sentinel) return fail("wrote past C's columns", where);
+    }
+  }
+  if (out[c.m * ld] != sentinel) return fail("wrote past C's end", where);
+  if (c.row_sums) {
+    for (int64_t i = 0; i < c.m; ++i) {
+      double want = 0, magnitude = 0;
+      for (int64_t p = 0; p < c.k; ++p) {
+        want += a.view(i, p);
+        magnitude += std::abs(static_cast<double>(a.view(i, p)));
+      }
+      if (!close_enough(sums[i], want, (c.k + 4) * eps * magnitude + 1e-30)) {
+        return fail("row_sums[" + std::to_string(i) + "] = " + std::to_string(sums[i]) +
+                        ", want " + std::to_string(want),
+                    where);
+      }
+    }
+    if (sums[c.m] != sentinel) return fail("wrote past row_sums", where);
+  }
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> list{Isa::generic};
+  if (detected_isa() == Isa::avx2) list.push_back(Isa::avx2);
+  return list;
+}
+
+constexpr Path kPaths[] = {Path::automatic, Path::packed, Path::dot, Path::broadcast};
+
+template <typename T>
+void run_tests() {
+  std::mt19937 rng(42);
+  const std::vector<Isa> isa_list = isas();
+  // 1. Every layout pair, bias and row sums, on a few odd shapes and every path.
+  const int64_t layout_shapes[][3] = {{7, 19, 13}, {1, 33, 9}, {17, 5, 1}, {13, 18, 37}};
+  for (const auto& s : layout_shapes) {
+    for (Layout la : kLayouts) {
+      for (Layout lb : kLayouts) {
+        for (Isa isa : isa_list) {
+          for (Path path : kPaths) {
+            const bool extras = (static_cast<int>(la) + static_cast<int>(lb)) % 2 == 0;
+            check_case<T>({s[0], s[1], s[2], la, lb, extras, !extras, isa, path, 1}, rng);
+          }
+        }
+      }
+    }
+  }
+  // 2. Many sizes (primes, block-size edges, 0, 1) in the three linear-layer layouts.
+  const int64_t sizes[] = {0, 1, 2, 3, 5, 6, 7, 8, 15, 16, 17, 31, 47, 64, 97, 143, 145, 257, 300};
+  struct Product {
+    Layout a, b;
+  };
+  const Product products[] = {{Layout::row_major, Layout::col_major},   // X·W^T
+                              {Layout::row_major, Layout::row_major},   // G·W
+                              {Layout::col_major, Layout::row_major}};  // G^T·X
+  std::uniform_int_distribution<int> pick(0, sizeof(sizes) / sizeof(sizes[0]) - 1);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int64_t m = sizes[pick(rng)], n = sizes[pick(rng)], k = sizes[pick(rng)];
+    const Product& product = products[trial % 3];
+    const Isa isa = isa_list[trial % isa_list.size()];
+    const Path path = kPaths[(trial / 3) % 4];
+    check_case<T>({m, n, k, product.a, product.b, trial % 2 == 0, trial % 5 < 2, isa, path, 1},
+                  rng);
+  }
+  // 3. Beyond the cache blocks (KC, MC, NC, the direct paths' k block) and threads.
+  const int64_t big_shapes[][3] = {{300, 257, 301}, {151, 129, 1100}, {7, 4100, 20},
+                                   {16, 700, 1500}, {290, 3, 70},     {3, 290, 70},
+                                   {160, 150, 140}, {1, 1000, 600}};
+  for (const auto& s : big_shapes) {
+    for (const Product& product : products) {
+      for (Isa isa : isa_list) {
+        for (Path path : kPaths) {
+          for (int threads : {1, 2, 3}) {
+            check_case<T>({s[0], s[1], s[2], product.a, product.b, true, true, isa, path, threads},
+                          rng);
+          }
+        }
+      }
+    }
+  }
+  // 4. NaN and infinity propagate like in a plain GEMM.
+  for (Isa isa : isa_list) {
+    for (Path path : kPaths) {
+      for (const Product& product : products) {
+        for (const auto& s : {std::array<int64_t, 3>{9, 21, 11}, std::array<int64_t, 3>{40, 70, 300}}) {
+          check_case<T>({s[0], s[1], s[2], product.a, product.b, true, false, isa, path, 1}, rng,
+                        /*poison=*/true);
+        }
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+void test_isa_switching() {
+  if (detected_isa() == Isa::generic) {
+    bool threw = false;
+    try {
+      set_active_isa(Isa::avx2);
+    } catch (const std::invalid_argument&) {
+      threw = true;
+    }
+    if (!threw) fail("set_active_isa(avx2) on a CPU without AVX2 did not throw", "isa");
+  }
+  set_active_isa(Isa::generic);
+  if (active_isa() != Isa::generic) fail("set_active_isa(generic) had no effect", "isa");
+  set_active_isa(detected_isa());
+}
+
+// ---------------------------------------------------------------- timing
+template <typename T>
+double best_seconds(const std::function<void()>& run, double budget_seconds) {
+  run();
+  double best = 1e30, spent = 0;
+  int reps = 0;
+  while ((spent < budget_seconds || reps < 3) && reps < 100000) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::min(best, seconds);
+    spent += seconds;
+    ++reps;
+  }
+  return best;
+}
+
+// Forward layout: A = X (m x k, row-major), B = W^T with W (n x k) row-major.
+template <typename T>
+void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, double budget) {
+  std::mt19937 rng(1);
+  Operand<T> x = make_operand<T>(m, k, Layout::row_major, rng);
+  Operand<T> w_t = make_operand<T>(k, n, Layout::col_major, rng);
+  std::vector<T> bias(n, T(0.5)), out(m * n);
+  Epilogue<T> epilogue;
+  epilogue.bias = bias.data();
+  const double seconds = best_seconds<T>(
+      [&] { blocked_gemm<T>(x.view, w_t.view, {out.data(), m, n, n}, epilogue, threading); },
+      budget);
+  std::printf("%s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
+              sizeof(T) == 4 ? "f32" : "f64", threading.num_threads, static_cast<long long>(m),
+              static_cast<long long>(n), static_cast<long long>(k), seconds * 1e6,
+              2.0 * m * n * k / seconds / 1e9);
+  std::fflush(stdout);
+}
+
+int bench(int argc, char** argv) {
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  std::printf("isa %s, FMA peak (1 thread): f32 %.1f GFLOP/s, f64 %.1f GFLOP/s\n",
+              isa_name(active_isa()), measure_fma_peak_gflops(false),
+              measure_fma_peak_gflops(true));
+  SpinPool pool(threads);
+  const Threading threading = threads > 1 ? pool_threading(pool, threads) : Threading{};
+  std::vector<std::array<int64_t, 3>> shapes = {  // m (batch), n (out), k (in)
+      {1, 16, 16},     {8, 64, 64},      {16, 128, 128},   {64, 256, 256},   {128, 512, 512},
+      {256, 256, 256}, {512, 512, 512},  {1024, 1024, 1024}, {2048, 2048, 2048},
+      {127, 511, 255}, {333, 555, 777},  {1, 4096, 4096},  {16, 2048, 2048}, {4, 2048, 4096},
+      {4096, 1024, 64}, {64, 1024, 4096}};
+  if (argc > 5) shapes = {{std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5])}};
+  const bool only_float = std::getenv("BENCH_F32_ONLY") != nullptr;
+  for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, 0.3);
+  if (!only_float) {
+    for (const auto& s : shapes) bench_shape<double>(s[0], s[1], s[2], threading, 0.3);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return bench(argc, argv);
+  std::printf("detected ISA: %s\n", isa_name(detected_isa()));
+  test_isa_switching();
+  run_tests<float>();
+  run_tests<double>();
+  if (g_failures != 0) {
+    std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures, static_cast<long long>(g_checks));
+    return 1;
+  }
+  std::printf("all %lld checks passed\n", static_cast<long long>(g_checks));
+  return 0;
+}

@@ -1,0 +1,368 @@
+// Standalone test (no torch) of the TPP GEMM backend (csrc/gemm/tpp) against a naive
+// double-precision reference. Build and run: tests/cpp/run_tpp.sh
+//   test_tpp            correctness sweep; non-zero exit on any failure
+//   test_tpp --bench    GFLOP/s of the linear layer's three products (1 thread; add
+//                       --threads N for more), median of repeated timings
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../csrc/gemm/tpp/tpp_internal.h"
+
+using namespace eml::gemm;
+
+namespace {
+
+// ---------------------------------------------------------------- threading
+// Runs the chunks of [begin, end) on `threads` std::threads (the caller takes chunk 0).
+Threading std_threading(int threads) {
+  Threading t;
+  t.num_threads = threads;
+  t.parallel_for = [threads](int64_t begin, int64_t end,
+                             const std::function<void(int64_t, int64_t)>& body) {
+    const int64_t len = end - begin;
+    const int64_t chunks = std::min<int64_t>(threads, len);
+    std::vector<std::thread> pool;
+    for (int64_t i = 1; i < chunks; ++i) {
+      const int64_t b = begin + len * i / chunks, e = begin + len * (i + 1) / chunks;
+      pool.emplace_back([&body, b, e] { body(b, e); });
+    }
+    body(begin, begin + len / chunks);
+    for (auto& th : pool) th.join();
+  };
+  return t;
+}
+
+// ---------------------------------------------------------------- strided views
+enum Layout {
+  kRowMajor,     // rs = cols, cs = 1
+  kColMajor,     // rs = 1, cs = rows (a transposed view)
+  kRowPadded,    // sliced out of a wider row-major matrix
+  kColPadded,    // sliced out of a taller column-major matrix
+  kStepTwo,      // both strides non-unit (a [::2] slice of a transposed matrix)
+  kRowBcast,     // rs = 0: every row the same (expanded)
+  kColBcast,     // cs = 0: every column the same
+  kScalarBcast,  // rs = cs = 0
+  kNumLayouts
+};
+const char* layout_name(int l) {
+  static const char* names[] = {"row", "col", "rowpad", "colpad", "step2", "rowbc", "colbc", "scalar"};
+  return names[l];
+}
+
+template <typename T>
+struct Owned {
+  std::vector<T> storage;
+  ConstMatrixView<T> view;
+};
+
+template <typename T>
+Owned<T> make_matrix(int64_t rows, int64_t cols, int layout, std::mt19937& rng) {
+  Owned<T> o;
+  int64_t rs = 0, cs = 0, offset = 0, size = 0;
+  switch (layout) {
+    case kRowMajor: rs = cols; cs = 1; size = rows * cols; break;
+    case kColMajor: rs = 1; cs = rows; size = rows * cols; break;
+    case kRowPadded: rs = cols + 5; cs = 1; offset = 3; size = offset + rows * rs; break;
+    case kColPadded: rs = 1; cs = rows + 3; offset = 2; size = offset + cols * cs; break;
+    case kStepTwo: rs = 2; cs = 2 * rows + 1; offset = 1; size = offset + cols * cs + 2 * rows; break;
+    case kRowBcast: rs = 0; cs = 1; size = cols; break;
+    case kColBcast: rs = 1; cs = 0; size = rows; break;
+    case kScalarBcast: rs = 0; cs = 0; size = 1; break;
+  }
+  o.storage.resize(size_t(std::max<int64_t>(size, 1)) + 8);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (auto& v : o.storage) v = T(dist(rng));
+  o.view = {o.storage.data() + offset, rows, cols, rs, cs};
+  return o;
+}
+
+// ---------------------------------------------------------------- one checked case
+struct Case {
+  int64_t m, n, k;
+  int layout_a, layout_b;
+  bool bias, row_sums;
+  int threads;
+  tpp::Options opt;
+  bool use_public_api;  // tpp_gemm() instead of tpp::gemm(..., opt)
+};
+
+int g_failures = 0, g_cases = 0;
+
+std::string describe(const Case& cs, const char* type) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d sums=%d threads=%d orient=%d "
+                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld public=%d",
+                type, (long long)cs.m, (long long)cs.n, (long long)cs.k, layout_name(cs.layout_a),
+                layout_name(cs.layout_b), cs.bias, cs.row_sums, cs.threads, cs.opt.orientation,
+                cs.opt.force_pack_p, cs.opt.force_pack_q, (long long)cs.opt.block_m,
+                (long long)cs.opt.block_n, (long long)cs.opt.block_k, cs.use_public_api);
+  return buf;
+}
+
+template <typename T>
+void run_case(const Case& cs, std::mt19937& rng) {
+  ++g_cases;
+  const char* type = sizeof(T) == 4 ? "float" : "double";
+  auto fail = [&](const char* what, int64_t i, int64_t j, double got, double want) {
+    if (g_failures < 25)
+      std::printf("FAIL %s: %s at (%lld,%lld): got %.9g want %.9g\n", describe(cs, type).c_str(),
+                  what, (long long)i, (long long)j, got, want);
+    ++g_failures;
+  };
+  Owned<T> A = make_matrix<T>(cs.m, cs.k, cs.layout_a, rng);
+  Owned<T> B = make_matrix<T>(cs.k, cs.n, cs.layout_b, rng);
+  std::vector<T> bias(size_t(cs.n) + 1);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (auto& v : bias) v = T(dist(rng));
+  const int64_t pad = (cs.m + cs.n) % 2 ? 3 : 0;  // some outputs have ld > n
+  const int64_t ld = cs.n + pad;
+  const T sentinel = T(777.0);
+  std::vector<T> cbuf(size_t(std::max<int64_t>(cs.m * ld, 1)) + 4, sentinel);
+  for (int64_t i = 0; i < cs.m; ++i)  // garbage in C must not leak in: beta = 0
+    for (int64_t j = 0; j < cs.n; ++j) cbuf[size_t(i * ld + j)] = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> sums(size_t(cs.m) + 1, sentinel);
+
+  Epilogue<T> ep;
+  if (cs.bias) ep.bias = bias.data();
+  if (cs.row_sums) ep.a_row_sums = sums.data();
+  OutputMatrix<T> c{cbuf.data(), cs.m, cs.n, ld};
+  const Threading th = std_threading(cs.threads);
+  const bool ok = cs.use_public_api ? tpp_gemm<T>(A.view, B.view, c, ep, th)
+                                    : tpp::gemm<T>(A.view, B.view, c, ep, th, cs.opt);
+  if (!ok) {
+    fail("returned false", -1, -1, 0, 0);
+    return;
+  }
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = 0; j < cs.n; ++j) {
+      double want = 0, mag = 0;
+      for (int64_t kk = 0; kk < cs.k; ++kk) {
+        const double prod = double(A.view(i, kk)) * double(B.view(kk, j));
+        want += prod;
+        mag += std::fabs(prod);
+      }
+      if (cs.bias) {
+        want += double(bias[size_t(j)]);
+        mag += std::fabs(double(bias[size_t(j)]));
+      }
+      const double got = double(c(i, j));
+      if (!(std::fabs(got - want) <= eps * double(cs.k + 2) * mag + 1e-300)) {
+        fail("C", i, j, got, want);
+        return;
+      }
+    }
+    for (int64_t j = cs.n; j < ld; ++j)
+      if (c(i, j) != sentinel) {
+        fail("write past C's columns", i, j, double(c(i, j)), double(sentinel));
+        return;
+      }
+  }
+  if (cbuf[size_t(std::max<int64_t>(cs.m * ld, 1))] != sentinel) fail("write past C", 0, 0, 0, 0);
+  if (cs.row_sums) {
+    for (int64_t i = 0; i < cs.m; ++i) {
+      double want = 0, mag = 0;
+      for (int64_t kk = 0; kk < cs.k; ++kk) {
+        want += double(A.view(i, kk));
+        mag += std::fabs(double(A.view(i, kk)));
+      }
+      const double got = double(sums[size_t(i)]);
+      if (!(std::fabs(got - want) <= eps * double(cs.k + 2) * mag + 1e-300)) {
+        fail("a_row_sums", i, -1, got, want);
+        return;
+      }
+    }
+    if (sums[size_t(cs.m)] != sentinel) fail("write past a_row_sums", cs.m, -1, 0, 0);
+  }
+}
+
+void run_typed(const Case& cs, std::mt19937& rng) {
+  run_case<float>(cs, rng);
+  run_case<double>(cs, rng);
+}
+
+// ---------------------------------------------------------------- the sweep
+int run_tests() {
+  if (!tpp_available()) {
+    std::printf("FAIL: tpp_available() is false (LIBXSMM JIT unavailable?)\n");
+    return 1;
+  }
+  std::mt19937 rng(12345);
+  auto pick = [&rng](int64_t n) { return int64_t(rng() % uint64_t(n)); };
+  const int64_t sizes[] = {0,  1,  2,  3,  5,  7,   8,   13,  16,  17,  31,  32,  33,
+                           47, 63, 64, 65, 97, 127, 128, 129, 131, 200, 257, 293, 300};
+  const int64_t n_sizes = int64_t(sizeof sizes / sizeof sizes[0]);
+
+  // 1. The linear layer's three products on random odd shapes, default options.
+  //    forward: A = X (row), B = W^T (col); grad_input: A = G (row), B = W (row);
+  //    grad_weight: A = G^T (col), B = X (row).
+  const int layer[3][2] = {{kRowMajor, kColMajor}, {kRowMajor, kRowMajor}, {kColMajor, kRowMajor}};
+  for (int rep = 0; rep < 300; ++rep) {
+    Case cs{};
+    cs.m = sizes[pick(n_sizes)];
+    cs.n = sizes[pick(n_sizes)];
+    cs.k = sizes[pick(n_sizes)];
+    const int which = int(pick(3));
+    cs.layout_a = layer[which][0];
+    cs.layout_b = layer[which][1];
+    cs.bias = pick(2);
+    cs.row_sums = pick(2);
+    cs.threads = 1 + int(pick(2));
+    cs.opt.min_parallel_flops = 0;
+    cs.use_public_api = pick(4) == 0;
+    run_typed(cs, rng);
+  }
+  // 2. Every pair of layouts x orientation x forced packing, on small odd shapes and
+  //    degenerate ones (0, 1, remainders).
+  const int64_t shapes[][3] = {{1, 1, 1},  {7, 5, 3},   {0, 5, 3},  {5, 0, 3},   {5, 3, 0},
+                               {1, 67, 1}, {67, 1, 1},  {1, 1, 67}, {33, 65, 17}, {40, 37, 71},
+                               {2, 3, 1},  {65, 97, 129}};
+  for (const auto& s : shapes)
+    for (int la = 0; la < kNumLayouts; ++la)
+      for (int lb = 0; lb < kNumLayouts; ++lb)
+        for (int orient = -1; orient <= 1; ++orient)
+          for (int packs = 0; packs < 4; ++packs) {
+            if (s[0] * s[1] * s[2] > 100000 && (packs == 1 || packs == 2)) continue;
+            Case cs{};
+            cs.m = s[0];
+            cs.n = s[1];
+            cs.k = s[2];
+            cs.layout_a = la;
+            cs.layout_b = lb;
+            cs.bias = (la + lb + packs) % 2;
+            cs.row_sums = (la + orient + 1) % 2 == 0;
+            cs.threads = 1 + (la + lb + orient + packs) % 2;
+            cs.opt.orientation = orient;
+            cs.opt.force_pack_p = packs & 1;
+            cs.opt.force_pack_q = packs & 2;
+            cs.opt.min_parallel_flops = 0;
+            run_typed(cs, rng);
+          }
+  // 3. Odd block sizes: K tails (bk not dividing k), M and N remainders, 1-wide blocks.
+  const int64_t blocks[][3] = {{8, 1, 5},  {16, 3, 7},  {24, 7, 64}, {40, 13, 1},
+                               {1, 5, 100}, {32, 64, 37}, {8, 8, 8},  {64, 128, 256}};
+  for (const auto& bl : blocks)
+    for (int rep = 0; rep < 24; ++rep) {
+      Case cs{};
+      cs.m = 1 + pick(150);
+      cs.n = 1 + pick(150);
+      cs.k = 1 + pick(300);
+      cs.layout_a = int(pick(kNumLayouts));
+      cs.layout_b = int(pick(kNumLayouts));
+      cs.bias = pick(2);
+      cs.row_sums = pick(2);
+      cs.threads = 1 + int(pick(2));
+      cs.opt.orientation = int(pick(3)) - 1;
+      cs.opt.force_pack_p = pick(2);
+      cs.opt.force_pack_q = pick(2);
+      cs.opt.block_m = bl[0];
+      cs.opt.block_n = bl[1];
+      cs.opt.block_k = bl[2];
+      cs.opt.min_parallel_flops = 0;
+      run_typed(cs, rng);
+    }
+  // 4. Larger shapes through the public entry point, 1 and 2 threads.
+  const int64_t big[][3] = {{300, 293, 257}, {128, 512, 512}, {257, 300, 1}, {3, 511, 509}};
+  for (const auto& s : big)
+    for (int which = 0; which < 3; ++which)
+      for (int threads = 1; threads <= 2; ++threads) {
+        Case cs{};
+        cs.m = s[0];
+        cs.n = s[1];
+        cs.k = s[2];
+        cs.layout_a = layer[which][0];
+        cs.layout_b = layer[which][1];
+        cs.bias = true;
+        cs.row_sums = true;
+        cs.threads = threads;
+        cs.use_public_api = true;
+        run_typed(cs, rng);
+      }
+  if (g_failures) {
+    std::printf("test_tpp: %d of %d cases FAILED\n", g_failures, g_cases);
+    return 1;
+  }
+  std::printf("test_tpp: all %d cases passed\n", g_cases);
+  return 0;
+}
+
+// ---------------------------------------------------------------- timing
+template <typename T>
+void bench(int threads) {
+  const int64_t shapes[][3] = {  // batch, in_features, out_features
+      {16, 64, 64},   {16, 256, 256}, {16, 512, 512}, {32, 512, 512}, {64, 128, 128},
+      {64, 256, 512}, {128, 64, 64},  {128, 256, 256}, {128, 512, 512}, {100, 300, 200}};
+  const char* names[] = {"forward    ", "grad_input ", "grad_weight"};
+  std::mt19937 rng(7);
+  const Threading th = std_threading(threads);
+  std::printf("%s, %d thread(s): GFLOP/s (median of 9)\n", sizeof(T) == 4 ? "float32" : "float64",
+              threads);
+  std::vector<double> all[3];
+  for (const auto& s : shapes) {
+    const int64_t batch = s[0], in = s[1], out = s[2];
+    Owned<T> X = make_matrix<T>(batch, in, kRowMajor, rng);
+    Owned<T> W = make_matrix<T>(out, in, kRowMajor, rng);
+    Owned<T> G = make_matrix<T>(batch, out, kRowMajor, rng);
+    std::vector<T> bias(static_cast<size_t>(out), T(0.5));
+    std::vector<T> gb(static_cast<size_t>(out));
+    std::vector<T> y(size_t(batch * out)), gx(size_t(batch * in)), gw(size_t(out * in));
+    std::printf("  batch %4lld in %4lld out %4lld:", (long long)batch, (long long)in, (long long)out);
+    for (int which = 0; which < 3; ++which) {
+      ConstMatrixView<T> a, b;
+      OutputMatrix<T> c;
+      Epilogue<T> ep;
+      if (which == 0) {
+        a = X.view; b = W.view.transposed(); c = {y.data(), batch, out, out}; ep.bias = bias.data();
+      } else if (which == 1) {
+        a = G.view; b = W.view; c = {gx.data(), batch, in, in};
+      } else {
+        a = G.view.transposed(); b = X.view; c = {gw.data(), out, in, in}; ep.a_row_sums = gb.data();
+      }
+      const double flops = 2.0 * double(c.rows) * double(c.cols) * double(a.cols);
+      const int reps = std::max(3, int(1e8 / flops));
+      std::vector<double> rates;
+      for (int trial = 0; trial < 9; ++trial) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r)
+          if (!tpp_gemm<T>(a, b, c, ep, th)) std::printf(" (tpp_gemm returned false)");
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        rates.push_back(flops * reps / sec * 1e-9);
+      }
+      std::sort(rates.begin(), rates.end());
+      std::printf("  %s %6.1f", names[which], rates[4]);
+      all[which].push_back(rates[4]);
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool do_bench = false;
+  int threads = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+  }
+  if (do_bench) {
+    if (!tpp_available()) {
+      std::printf("tpp_available() is false\n");
+      return 1;
+    }
+    bench<float>(threads);
+    bench<double>(threads);
+    return 0;
+  }
+  return run_tests();
+}

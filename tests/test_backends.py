@@ -1,0 +1,86 @@
+"""Choosing the backend: API, context manager, environment variable, defaults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import eml_ops
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, **env})
+
+
+def test_expected_backends_are_built() -> None:
+    backends = eml_ops.available_backends()
+    assert backends[:3] == ["aten", "reference", "blocked"]
+    if os.environ.get("CI"):  # CI installs LIBXSMM: a missing tpp backend is a failure there
+        assert "tpp" in backends
+
+
+def test_default_is_blocked() -> None:
+    run = run_python("import eml_ops; print(eml_ops.get_backend())")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "blocked"
+
+
+def test_set_and_use_backend_restore() -> None:
+    before = eml_ops.get_backend()
+    with eml_ops.use_backend("reference") as name:
+        assert name == "reference" == eml_ops.get_backend()
+        with eml_ops.use_backend("aten"):
+            assert eml_ops.get_backend() == "aten"
+        assert eml_ops.get_backend() == "reference"
+    assert eml_ops.get_backend() == before
+
+
+def test_use_backend_restores_after_exception() -> None:
+    before = eml_ops.get_backend()
+    with pytest.raises(KeyError), eml_ops.use_backend("reference"):
+        raise KeyError("boom")
+    assert eml_ops.get_backend() == before
+
+
+def test_bad_names_raise_value_error() -> None:
+    with pytest.raises(ValueError, match="unknown backend 'gpu'; choose one of: aten, reference"):
+        eml_ops.set_backend("gpu")
+    with pytest.raises(TypeError):
+        eml_ops.set_backend(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif("tpp" in eml_ops.available_backends(), reason="tpp is built here")
+def test_unavailable_tpp_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="'tpp' is not available in this build; choose one of"):
+        eml_ops.set_backend("tpp")
+
+
+@pytest.mark.parametrize("name", eml_ops.available_backends())
+def test_environment_variable_selects(name: str) -> None:
+    run = run_python("import eml_ops; print(eml_ops.get_backend())", EML_OPS_BACKEND=name)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == name
+
+
+def test_bad_environment_variable_fails_import() -> None:
+    run = run_python("import eml_ops", EML_OPS_BACKEND="nonsense")
+    assert run.returncode != 0
+    assert "EML_OPS_BACKEND='nonsense'" in run.stderr and "choose one of" in run.stderr
+
+
+def test_backend_changes_which_code_runs() -> None:
+    # float32 sums in different orders differ in the last bits; the aten result must come
+    # from at::linear exactly, the reference one from plain loops accumulating in order.
+    x, w = torch.randn(64, 300), torch.randn(50, 300)
+    with eml_ops.use_backend("aten"):
+        assert torch.equal(eml_ops.linear(x, w), torch.nn.functional.linear(x, w))
+    with eml_ops.use_backend("reference"):
+        in_order = torch.zeros(64, 50)
+        for p in range(300):
+            in_order += x[:, p : p + 1] * w[:, p]
+        assert torch.equal(eml_ops.linear(x, w), in_order)

@@ -1,0 +1,114 @@
+"""The eml:: operators: opcheck, gradcheck/gradgradcheck, backward masks, devices."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eml_ops
+from tests.conftest import tolerance
+
+OPS = torch.ops.eml
+
+
+def sample_inputs(dtype: torch.dtype = torch.float32, requires_grad: bool = False) -> list[tuple]:
+    """(input, weight, bias) triples covering 1-D, 2-D, N-D, zero-size, strided and no bias."""
+    def make(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, dtype=dtype, requires_grad=requires_grad)
+
+    return [
+        (make(5), make(3, 5), None),
+        (make(4, 5), make(3, 5), make(3)),
+        (make(2, 3, 5), make(4, 5), make(4)),
+        (make(0, 5), make(3, 5), make(3)),
+        (make(4, 0), make(3, 0), make(3)),
+        (make(4, 5), make(0, 5), None),
+        (make(5, 4).t(), make(5, 3).t(), None),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(sample_inputs())))
+def test_opcheck_linear(backend: str, case: int) -> None:
+    args = sample_inputs(requires_grad=True)[case]
+    torch.library.opcheck(OPS.linear, args)
+
+
+@pytest.mark.parametrize("case", range(len(sample_inputs())))
+def test_opcheck_linear_forward(backend: str, case: int) -> None:
+    torch.library.opcheck(OPS.linear_forward, sample_inputs()[case])
+
+
+@pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True),
+                                  (False, False, True)])
+@pytest.mark.parametrize("case", range(len(sample_inputs())))
+def test_opcheck_linear_backward(backend: str, case: int, mask: tuple[bool, bool, bool]) -> None:
+    x, w, _ = sample_inputs()[case]
+    grad = torch.randn(*x.shape[:-1], w.shape[0])
+    torch.library.opcheck(OPS.linear_backward, (grad, x, w, list(mask)))
+
+
+def test_gradcheck_and_gradgradcheck(backend: str) -> None:
+    for x, w, b in sample_inputs(torch.float64, requires_grad=True):
+        args = (x, w) if b is None else (x, w, b)
+        assert torch.autograd.gradcheck(OPS.linear, args)
+        assert torch.autograd.gradgradcheck(OPS.linear, args)
+
+
+def test_backward_mask_gives_none(backend: str) -> None:
+    x, w, grad = torch.randn(4, 5), torch.randn(3, 5), torch.randn(4, 3)
+    grad_x, grad_w, grad_b = OPS.linear_backward(grad, x, w, [True, False, False])
+    assert grad_w is None and grad_b is None
+    torch.testing.assert_close(grad_x, grad @ w)
+    grad_x, grad_w, grad_b = OPS.linear_backward(grad, x, w, [False, True, True])
+    assert grad_x is None
+    torch.testing.assert_close(grad_w, grad.t() @ x)
+    torch.testing.assert_close(grad_b, grad.sum(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forward_and_backward_match_f_linear(backend: str, dtype: torch.dtype) -> None:
+    for x, w, b in sample_inputs(dtype, requires_grad=True):
+        expected = F.linear(x, w, b)
+        actual = eml_ops.linear(x, w, b)
+        tol = tolerance(dtype, x.shape[-1])
+        torch.testing.assert_close(actual, expected, **tol)
+        grad = torch.randn_like(expected)
+        params = [t for t in (x, w, b) if t is not None]
+        expected_grads = torch.autograd.grad(expected, params, grad)
+        actual_grads = torch.autograd.grad(actual, params, grad)
+        for a, e in zip(actual_grads, expected_grads):
+            torch.testing.assert_close(a, e, **tolerance(dtype, max(x.numel(), 1)))
+
+
+def test_grad_without_bias_skips_bias(backend: str) -> None:
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(2, 4)
+    eml_ops.linear(x, w).sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(3, 2) @ w)
+
+
+def test_meta_tensors_give_shapes() -> None:
+    x = torch.empty(7, 2, 5, device="meta")
+    w = torch.empty(3, 5, device="meta")
+    assert OPS.linear(x, w, torch.empty(3, device="meta")).shape == (7, 2, 3)
+    grads = OPS.linear_backward(torch.empty(7, 2, 3, device="meta"), x, w, [True, True, True])
+    assert [tuple(g.shape) for g in grads] == [(7, 2, 5), (3, 5), (3,)]
+    with torch.device("meta"):
+        layer = eml_ops.Layer(5, 3, bias=True)
+    assert layer.weight.is_meta and layer(x).shape == (7, 2, 3)
+
+
+def test_no_grad_and_inference_mode(backend: str) -> None:
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(3, 5, requires_grad=True)
+    with torch.no_grad():
+        y = eml_ops.linear(x, w)
+    assert not y.requires_grad
+    with torch.inference_mode():
+        torch.testing.assert_close(eml_ops.linear(x, w), F.linear(x, w))
+
+
+def test_output_is_fresh_memory(backend: str) -> None:
+    x, w = torch.randn(4, 5), torch.randn(3, 5)
+    y = eml_ops.linear(x, w)
+    assert y.is_contiguous() and y.data_ptr() not in (x.data_ptr(), w.data_ptr())

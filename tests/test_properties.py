@@ -1,0 +1,93 @@
+"""Hypothesis: every backend against F.linear and a float64 reference, outputs and gradients,
+over shapes (1-D, N-D, zero-size), layouts (transposed, sliced, expanded) and bias."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+import eml_ops
+from tests.conftest import BACKENDS, tolerance
+
+LAYOUTS = ["contiguous", "transposed", "sliced", "expanded"]
+
+
+def make(shape: list[int], layout: str, dtype: torch.dtype, generator: torch.Generator
+         ) -> torch.Tensor:
+    """A tensor of `shape` whose memory layout is `layout` (values in [-1, 1])."""
+    def rand(*size: int) -> torch.Tensor:
+        return torch.rand(*size, generator=generator, dtype=dtype) * 2 - 1
+
+    if layout == "transposed" and len(shape) >= 2:  # last dim not innermost
+        return rand(*reversed(shape)).permute(*reversed(range(len(shape))))
+    if layout == "sliced":  # every other element along each dim, with an offset
+        return rand(*[2 * n + 1 for n in shape])[tuple(slice(1, None, 2) for _ in shape)]
+    if layout == "expanded" and len(shape) >= 2:  # leading dims of stride 0
+        return rand(*([1] * (len(shape) - 1)), shape[-1]).expand(*shape)
+    return rand(*shape)
+
+
+@st.composite
+def linear_problems(draw: st.DrawFn) -> dict:
+    batch = draw(st.lists(st.integers(0, 9), min_size=0, max_size=3))
+    if draw(st.booleans()) and batch:  # now and then a larger batch
+        batch[0] = draw(st.integers(10, 70))
+    return {
+        "batch": batch,
+        "in_features": draw(st.integers(0, 80)),
+        "out_features": draw(st.integers(0, 80)),
+        "input_layout": draw(st.sampled_from(LAYOUTS)),
+        "weight_layout": draw(st.sampled_from(LAYOUTS)),
+        "bias": draw(st.sampled_from([None, "contiguous", "sliced"])),
+        "dtype": draw(st.sampled_from([torch.float32, torch.float64])),
+        "backend": draw(st.sampled_from(BACKENDS)),
+        "seed": draw(st.integers(0, 2**31 - 1)),
+    }
+
+
+def build(problem: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    generator = torch.Generator().manual_seed(problem["seed"])
+    dtype = problem["dtype"]
+    x = make([*problem["batch"], problem["in_features"]], problem["input_layout"], dtype,
+             generator)
+    w = make([problem["out_features"], problem["in_features"]], problem["weight_layout"], dtype,
+             generator)
+    b = None
+    if problem["bias"] is not None:
+        b = make([problem["out_features"]], problem["bias"], dtype, generator)
+    return x, w, b
+
+
+@given(linear_problems())
+def test_forward_matches_f_linear_and_float64(problem: dict) -> None:
+    x, w, b = build(problem)
+    with eml_ops.use_backend(problem["backend"]):
+        actual = eml_ops.linear(x, w, b)
+    expected = F.linear(x, w, b)
+    reference = F.linear(x.double(), w.double(), None if b is None else b.double())
+    tol = tolerance(problem["dtype"], problem["in_features"])
+    assert actual.dtype == x.dtype and actual.shape == expected.shape
+    torch.testing.assert_close(actual, expected, **tol)
+    torch.testing.assert_close(actual.double(), reference, **tol)
+
+
+@given(linear_problems())
+def test_gradients_match_f_linear_and_float64(problem: dict) -> None:
+    x, w, b = build(problem)
+    params = [t.detach().requires_grad_(True) for t in (x, w, b) if t is not None]
+    reference_params = [t.detach().double().requires_grad_(True) for t in params]
+    generator = torch.Generator().manual_seed(problem["seed"] + 1)
+    out_shape = [*problem["batch"], problem["out_features"]]
+    grad = torch.randn(out_shape, generator=generator, dtype=problem["dtype"])
+    with eml_ops.use_backend(problem["backend"]):
+        actual = torch.autograd.grad(eml_ops.linear(*params), params, grad, allow_unused=True)
+    expected = torch.autograd.grad(F.linear(*params), params, grad, allow_unused=True)
+    reference = torch.autograd.grad(F.linear(*reference_params), reference_params,
+                                    grad.double(), allow_unused=True)
+    rows = max(1, x.numel() // max(1, problem["in_features"]))
+    tol = tolerance(problem["dtype"], max(rows, problem["out_features"]))
+    for a, e, r in zip(actual, expected, reference, strict=True):
+        torch.testing.assert_close(a, e, **tol)
+        torch.testing.assert_close(a.double(), r, **tol)
