@@ -54,10 +54,14 @@ def test_bad_names_raise_value_error() -> None:
         eml_ops.set_backend(3)  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif("tpp" in eml_ops.available_backends(), reason="tpp is built here")
-def test_unavailable_tpp_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="'tpp' is not available in this build; choose one of"):
-        eml_ops.set_backend("tpp")
+@pytest.mark.parametrize("name", ["aten", "reference", "blocked", "tpp"])
+def test_every_known_name_is_either_usable_or_refused_clearly(name: str) -> None:
+    if name in eml_ops.available_backends():
+        with eml_ops.use_backend(name):
+            assert eml_ops.get_backend() == name
+    else:
+        with pytest.raises(ValueError, match=f"'{name}' is not available in this build; choose"):
+            eml_ops.set_backend(name)
 
 
 @pytest.mark.parametrize("name", eml_ops.available_backends())

@@ -390,9 +390,11 @@ void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, do
 
 int bench(int argc, char** argv) {
   const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
-  std::printf("isa %s, FMA peak (1 thread): f32 %.1f GFLOP/s, f64 %.1f GFLOP/s\n",
-              isa_name(active_isa()), measure_fma_peak_gflops(false),
-              measure_fma_peak_gflops(true));
+  if (std::getenv("BENCH_NO_PEAK") == nullptr) {
+    std::printf("isa %s, FMA peak (1 thread): f32 %.1f GFLOP/s, f64 %.1f GFLOP/s\n",
+                isa_name(active_isa()), measure_fma_peak_gflops(false),
+                measure_fma_peak_gflops(true));
+  }
   SpinPool pool(threads);
   const Threading threading = threads > 1 ? pool_threading(pool, threads) : Threading{};
   std::vector<std::array<int64_t, 3>> shapes = {  // m (batch), n (out), k (in)
@@ -401,9 +403,13 @@ int bench(int argc, char** argv) {
       {127, 511, 255}, {333, 555, 777},  {1, 4096, 4096},  {16, 2048, 2048}, {4, 2048, 4096},
       {4096, 1024, 64}, {64, 1024, 4096}};
   if (argc > 5) shapes = {{std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5])}};
-  const bool only_float = std::getenv("BENCH_F32_ONLY") != nullptr;
-  for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, 0.3);
-  if (!only_float) {
+  const char* types = std::getenv("BENCH_TYPES");  // "f32", "f64" or unset: both
+  const bool want_float = types == nullptr || std::strstr(types, "f32") != nullptr;
+  const bool want_double = types == nullptr || std::strstr(types, "f64") != nullptr;
+  if (want_float) {
+    for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, 0.3);
+  }
+  if (want_double) {
     for (const auto& s : shapes) bench_shape<double>(s[0], s[1], s[2], threading, 0.3);
   }
   return 0;

@@ -14,33 +14,41 @@ namespace {
 using avx2::Vec;
 
 // R x C dot products along k: vector accumulators reduced horizontally at the end.
+// Small tiles keep U = 2 sets of accumulators (even and odd steps) so that at least
+// 8 FMA chains are in flight.
 template <typename T, int R, int C>
 EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
                               int64_t ldc, const T* bias, bool accumulate) {
   using VT = Vec<T>;
   using V = typename VT::V;
   constexpr int L = VT::lanes;
-  V acc[R][C];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int j = 0; j < C; ++j) acc[r][j] = VT::zero();
-  }
-  int64_t p = 0;
+  constexpr int U = R * C < 8 ? 2 : 1;
+  V acc[U][R][C];
 #pragma GCC unroll 2
-  for (; p + L <= k; p += L) {
-    V av[R];
+  for (int u = 0; u < U; ++u) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) av[r] = VT::loadu(a + r * lda + p);
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int j = 0; j < C; ++j) {
-      const V bv = VT::loadu(b + j * ldb + p);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r][j] = VT::fma(av[r], bv, acc[r][j]);
+      for (int j = 0; j < C; ++j) acc[u][r][j] = VT::zero();
     }
   }
-  if (p < k) {  // the last k % L steps: masked lanes load as 0 and add nothing
-    const auto mask = VT::mask(static_cast<int>(k - p));
+  int64_t p = 0;
+  for (; p + U * L <= k; p += U * L) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      V av[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) av[r] = VT::loadu(a + r * lda + p + u * L);
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) {
+        const V bv = VT::loadu(b + j * ldb + p + u * L);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[u][r][j] = VT::fma(av[r], bv, acc[u][r][j]);
+      }
+    }
+  }
+  for (; p < k; p += L) {  // the rest, masked: lanes past k load as 0 and add nothing
+    const auto mask = VT::mask(static_cast<int>(k - p < L ? k - p : L));
     V av[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda + p, mask);
@@ -48,15 +56,23 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, in
     for (int j = 0; j < C; ++j) {
       const V bv = VT::maskload(b + j * ldb + p, mask);
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r][j] = VT::fma(av[r], bv, acc[r][j]);
+      for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
+    }
+  }
+  if constexpr (U == 2) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) acc[0][r][j] = VT::add(acc[0][r][j], acc[1][r][j]);
     }
   }
   const V zero = VT::zero();
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     T sums[4];
-    VT::sum4(acc[r][0], C > 1 ? acc[r][C > 1 ? 1 : 0] : zero, C > 2 ? acc[r][C > 2 ? 2 : 0] : zero,
-             C > 3 ? acc[r][C > 3 ? 3 : 0] : zero, sums);
+    const V(&row)[C] = acc[0][r];
+    VT::sum4(row[0], C > 1 ? row[C > 1 ? 1 : 0] : zero, C > 2 ? row[C > 2 ? 2 : 0] : zero,
+             C > 3 ? row[C > 3 ? 3 : 0] : zero, sums);
     T* c_row = c + r * ldc;
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) {
@@ -69,7 +85,27 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, in
   }
 }
 
-// R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B.
+// acc[r][v] += A(r, p) * B(p, v-th vector) for one step p.
+template <typename T, int R, int NV, bool kMasked>
+EML_AVX2_INLINE void broadcast_step(const T* a_step, int64_t a_row_stride, const T* b_row,
+                                    const typename Vec<T>::Mask (&masks)[NV],
+                                    typename Vec<T>::V (&acc)[R][NV]) {
+  using VT = Vec<T>;
+  typename VT::V bv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    bv[v] = kMasked ? VT::maskload(b_row + v * VT::lanes, masks[v]) : VT::loadu(b_row + v * VT::lanes);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const typename VT::V av = VT::broadcast(a_step + r * a_row_stride);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = VT::fma(av, bv[v], acc[r][v]);
+  }
+}
+
+// R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B. Few rows
+// get U sets of accumulators (consecutive steps) to keep 8 FMA chains in flight.
 template <typename T, int R, int NV, bool kMasked>
 EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a_row_stride,
                                                 int64_t a_col_stride, const T* b, int64_t ldb,
@@ -79,7 +115,9 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a
   using V = typename VT::V;
   using Mask = typename VT::Mask;
   constexpr int L = VT::lanes;
-  Mask masks[NV];
+  constexpr int kChains = R * NV;
+  constexpr int U = kChains >= 8 ? 1 : (kChains >= 4 ? 2 : 4);
+  Mask masks[NV] = {};
   if constexpr (kMasked) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
@@ -88,25 +126,33 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a
                             : VT::mask(static_cast<int>(lanes < L ? lanes : L));
     }
   }
-  V acc[R][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
+  V acc[U][R][NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = VT::zero();
-  }
-#pragma GCC unroll 2
-  for (int64_t p = 0; p < k; ++p) {
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      bv[v] = kMasked ? VT::maskload(b + p * ldb + v * L, masks[v]) : VT::loadu(b + p * ldb + v * L);
-    }
-    const T* a_step = a + p * a_col_stride;
+  for (int u = 0; u < U; ++u) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const V av = VT::broadcast(a_step + r * a_row_stride);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = VT::fma(av, bv[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[u][r][v] = VT::zero();
+    }
+  }
+  int64_t p = 0;
+  for (; p + U <= k; p += U) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      broadcast_step<T, R, NV, kMasked>(a + (p + u) * a_col_stride, a_row_stride,
+                                        b + (p + u) * ldb, masks, acc[u]);
+    }
+  }
+  for (; p < k; ++p) {
+    broadcast_step<T, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb, masks,
+                                      acc[0]);
+  }
+#pragma GCC unroll 4
+  for (int u = 1; u < U; ++u) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[0][r][v] = VT::add(acc[0][r][v], acc[u][r][v]);
     }
   }
 #pragma GCC unroll 8
@@ -114,7 +160,7 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       T* dst = c + r * ldc + v * L;
-      V result = acc[r][v];
+      V result = acc[0][r][v];
       if (accumulate) {
         result = VT::add(result, kMasked ? VT::maskload(dst, masks[v]) : VT::loadu(dst));
       } else if (bias != nullptr) {

@@ -5,10 +5,25 @@
 namespace eml::gemm::blocked {
 namespace {
 
-// Depth of one k block: the operand re-read by the inner loop stays in L1
+// Depth of one k block: the operands re-read by the inner loop stay in L1
 // (a dot tile's 4 rows of B: 4 x 512 floats = 8 KiB).
 template <typename T>
 constexpr int64_t kDirectKc = 2048 / sizeof(T);
+
+// With at most this many rows of A, nothing is re-read enough to block k for: one
+// pass streams B (W) from memory in long contiguous runs.
+constexpr int64_t kUnblockedRows = 4;
+
+template <typename T>
+int64_t direct_kc(int64_t m, int64_t k) {
+  return m <= kUnblockedRows ? k : kDirectKc<T>;
+}
+
+// Rows of the next dot tile: kDotRows, but never leave a single row for last.
+int64_t dot_tile_rows(int64_t remaining) {
+  if (remaining == kDotRows + 1) return 2;
+  return std::min<int64_t>(kDotRows, remaining);
+}
 
 }  // namespace
 
@@ -17,12 +32,12 @@ void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T
               OutputMatrix<T> c, const T* bias) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   const int64_t lda = a.row_stride, ldb = b.col_stride;  // B's columns are rows of memory
-  for (int64_t pc = 0; pc < k; pc += kDirectKc<T>) {
-    const int64_t kc = std::min(kDirectKc<T>, k - pc);
+  const int64_t block_k = direct_kc<T>(m, k);
+  for (int64_t pc = 0; pc < k; pc += block_k) {
+    const int64_t kc = std::min(block_k, k - pc);
     const bool accumulate = pc > 0;
     const T* block_bias = accumulate ? nullptr : bias;
-    auto tile = [&](int64_t i, int64_t j) {
-      const int64_t rows = std::min<int64_t>(kDotRows, m - i);
+    auto tile = [&](int64_t i, int64_t rows, int64_t j) {
       const int64_t cols = std::min<int64_t>(kDotCols, n - j);
       kernels.dot[rows - 1][cols - 1](kc, a.data + i * lda + pc, lda, b.data + j * ldb + pc, ldb,
                                       c.data + i * c.ld + j, c.ld,
@@ -33,11 +48,11 @@ void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T
     // tile of the other operand from L1.
     if (n >= m) {
       for (int64_t j = 0; j < n; j += kDotCols) {
-        for (int64_t i = 0; i < m; i += kDotRows) tile(i, j);
+        for (int64_t i = 0; i < m; i += dot_tile_rows(m - i)) tile(i, dot_tile_rows(m - i), j);
       }
     } else {
-      for (int64_t i = 0; i < m; i += kDotRows) {
-        for (int64_t j = 0; j < n; j += kDotCols) tile(i, j);
+      for (int64_t i = 0; i < m; i += dot_tile_rows(m - i)) {
+        for (int64_t j = 0; j < n; j += kDotCols) tile(i, dot_tile_rows(m - i), j);
       }
     }
   }
@@ -48,8 +63,9 @@ void broadcast_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrix
                     OutputMatrix<T> c, const T* bias) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   constexpr int64_t kWidth = kBroadcastCols<T>;
-  for (int64_t pc = 0; pc < k; pc += kDirectKc<T>) {
-    const int64_t kc = std::min(kDirectKc<T>, k - pc);
+  const int64_t block_k = direct_kc<T>(m, k);
+  for (int64_t pc = 0; pc < k; pc += block_k) {
+    const int64_t kc = std::min(block_k, k - pc);
     const bool accumulate = pc > 0;
     for (int64_t j = 0; j < n; j += kWidth) {
       const int64_t cols = std::min(kWidth, n - j);

@@ -23,6 +23,7 @@ const Kernels<T>& avx2_kernels() {
     Kernels<T> table{};
     table.micro = avx2_micro_kernel<T>();
     set_avx2_direct_tiles(table);
+    set_avx2_packing(table);
     return table;
   }();
   return kernels;

@@ -31,6 +31,12 @@ using BroadcastTile = void (*)(int64_t k, const T* a, int64_t a_row_stride,
                                int64_t a_col_stride, const T* b, int64_t ldb, T* c, int64_t ldc,
                                int64_t cols, const T* bias, bool accumulate);
 
+// Packs one full micro-panel whose W source rows are each contiguous along k (the
+// transposing case, e.g. B = W^T): panel[p*W + w] = src[w*ld + p] for p < depth.
+// W is MR for A panels and NR for B panels.
+template <typename T>
+using PackRowsKernel = void (*)(const T* src, int64_t ld, int64_t depth, T* panel);
+
 // Tile shapes of the packing-free paths, the same for every ISA.
 inline constexpr int kDotRows = 3;     // dot tiles are up to 3 rows x 4 columns
 inline constexpr int kDotCols = 4;
@@ -43,6 +49,8 @@ struct Kernels {
   MicroKernel<T> micro;
   DotTile<T> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<T> broadcast[kBroadcastRows];  // [rows - 1]
+  PackRowsKernel<T> pack_a_rows = nullptr;       // null: packing.cpp's portable loop
+  PackRowsKernel<T> pack_b_rows = nullptr;
 };
 
 // The tables, built once (kernels.cpp) from the pieces below.
@@ -54,7 +62,8 @@ template <typename T>
 const Kernels<T>& avx2_kernels();
 #endif
 
-// The pieces, one ISA per file: microkernel_{generic,avx2}.cpp, direct_{generic,avx2}.cpp.
+// The pieces, one ISA per file: microkernel_{generic,avx2}.cpp, direct_{generic,avx2}.cpp,
+// packing_avx2.cpp.
 template <typename T>
 MicroKernel<T> generic_micro_kernel();
 template <typename T>
@@ -64,6 +73,8 @@ template <typename T>
 MicroKernel<T> avx2_micro_kernel();
 template <typename T>
 void set_avx2_direct_tiles(Kernels<T>& kernels);
+template <typename T>
+void set_avx2_packing(Kernels<T>& kernels);
 #endif
 
 }  // namespace eml::gemm::blocked

@@ -26,7 +26,7 @@ void packed_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixVie
       const int64_t kc = std::min(Blocks::kc, k - pc);
       pack_b<T>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
                  b.col_stride},
-                packed_b);
+                packed_b, kernels.pack_b_rows);
       const bool first_kc = pc == 0;
       for (int64_t ic = 0; ic < m; ic += Blocks::mc) {
         const int64_t mc = std::min(Blocks::mc, m - ic);
@@ -34,7 +34,7 @@ void packed_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixVie
         T* block_row_sums = (row_sums != nullptr && jc == 0) ? row_sums + ic : nullptr;
         pack_a<T>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
                    a.col_stride},
-                  packed_a, block_row_sums);
+                  packed_a, block_row_sums, kernels.pack_a_rows);
         macro_kernel<T>(kernels.micro, kc, packed_a, packed_b,
                         {c.data + ic * c.ld + jc, mc, nc, c.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);

@@ -16,12 +16,13 @@ int64_t round_up(int64_t value, int64_t multiple) {
 // source(w, p) = data[w*w_stride + p*p_stride]. Fast paths for unit strides.
 template <typename T, int W>
 void pack_panel(const T* data, int64_t width, int64_t depth, int64_t w_stride,
-                int64_t p_stride, T* __restrict panel) {
+                int64_t p_stride, T* __restrict panel, PackRowsKernel<T> pack_rows) {
   if (width == W && w_stride == 1) {  // each step is W contiguous values
     for (int64_t p = 0; p < depth; ++p) std::memcpy(panel + p * W, data + p * p_stride, sizeof(T) * W);
     return;
   }
   if (width == W && p_stride == 1) {  // W contiguous rows: a transpose
+    if (pack_rows != nullptr) return pack_rows(data, w_stride, depth, panel);
     const T* rows[W];
     for (int w = 0; w < W; ++w) rows[w] = data + w * w_stride;
     for (int64_t p = 0; p < depth; ++p) {
@@ -50,24 +51,25 @@ void add_panel_lane_sums(const T* panel, int64_t width, int64_t depth, T* sums) 
 }  // namespace
 
 template <typename T>
-void pack_a(ConstMatrixView<T> a, T* packed, T* row_sums) {
+void pack_a(ConstMatrixView<T> a, T* packed, T* row_sums, PackRowsKernel<T> pack_rows) {
   constexpr int MR = static_cast<int>(BlockSizes<T>::mr);
   for (int64_t i = 0; i < a.rows; i += MR) {
     const int64_t rows = std::min<int64_t>(MR, a.rows - i);
     T* panel = packed + i * a.cols;
-    pack_panel<T, MR>(a.data + i * a.row_stride, rows, a.cols, a.row_stride, a.col_stride, panel);
+    pack_panel<T, MR>(a.data + i * a.row_stride, rows, a.cols, a.row_stride, a.col_stride, panel,
+                        pack_rows);
     // The panel was just written: summing it here reads L1, not A again.
     if (row_sums != nullptr) add_panel_lane_sums<T, MR>(panel, rows, a.cols, row_sums + i);
   }
 }
 
 template <typename T>
-void pack_b(ConstMatrixView<T> b, T* packed) {
+void pack_b(ConstMatrixView<T> b, T* packed, PackRowsKernel<T> pack_rows) {
   constexpr int NR = static_cast<int>(BlockSizes<T>::nr);
   for (int64_t j = 0; j < b.cols; j += NR) {
     const int64_t cols = std::min<int64_t>(NR, b.cols - j);
     pack_panel<T, NR>(b.data + j * b.col_stride, cols, b.rows, b.col_stride, b.row_stride,
-                      packed + j * b.rows);
+                      packed + j * b.rows, pack_rows);
   }
 }
 
@@ -81,10 +83,10 @@ int64_t packed_b_size(int64_t kc, int64_t nc) {
   return round_up(nc, BlockSizes<T>::nr) * kc;
 }
 
-template void pack_a<float>(ConstMatrixView<float>, float*, float*);
-template void pack_a<double>(ConstMatrixView<double>, double*, double*);
-template void pack_b<float>(ConstMatrixView<float>, float*);
-template void pack_b<double>(ConstMatrixView<double>, double*);
+template void pack_a<float>(ConstMatrixView<float>, float*, float*, PackRowsKernel<float>);
+template void pack_a<double>(ConstMatrixView<double>, double*, double*, PackRowsKernel<double>);
+template void pack_b<float>(ConstMatrixView<float>, float*, PackRowsKernel<float>);
+template void pack_b<double>(ConstMatrixView<double>, double*, PackRowsKernel<double>);
 template int64_t packed_a_size<float>(int64_t, int64_t);
 template int64_t packed_a_size<double>(int64_t, int64_t);
 template int64_t packed_b_size<float>(int64_t, int64_t);

@@ -3,6 +3,7 @@
 // GEMM per output block, output blocks split over threads.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "tpp_internal.h"
@@ -12,8 +13,9 @@ namespace {
 
 constexpr int64_t kInt32Max = 2147483647;
 
-// Kernel M (the vector dimension), N and K-block sizes. M = 4 AVX2 vectors keeps
-// LIBXSMM's register blocking full; see the README of the tests for the timings.
+// Kernel M (the vector dimension), N and K-block sizes, tuned on AVX2 (Zen 3) with
+// tests/cpp/run_tpp.sh --bench: M = 4 AVX2 vectors fills LIBXSMM's register blocking;
+// N from 64 up and bk from 32 up hardly matter.
 template <typename T>
 struct Defaults;
 template <>
@@ -27,25 +29,44 @@ struct Defaults<double> {
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
-// Packing an operand that could be read in place only pays off when it is re-read
-// often: for P, once per few columns of Z.
-constexpr int64_t kMinReuseToPack = 32;
+// Bytes of a P block one kernel call streams over (see chunk_blocks).
+constexpr int64_t kChunkBytes = 16 * 1024;
 
-// Whether `k` columns of `col_bytes` each, `stride_bytes` apart, crowd into so few
-// sets of the L1 data cache (32 KiB, 8-way, 64 B lines: the set repeats every 4 KiB)
-// that they cannot stay resident, while a contiguous copy would spread over all sets.
-bool l1_conflicts(int64_t stride_bytes, int64_t col_bytes, int64_t k) {
+// Reading an operand in place can be slow when its leading dimension is a multiple of
+// a large power of two: `count` slices of `slice_bytes` each, `stride_bytes` apart,
+// then crowd into a few sets of the L1 data cache (32 KiB, 8-way, 64 B lines: the set
+// pattern repeats every 4 KiB) and evict each other before they are re-read, where a
+// packed copy spreads over all sets. Returns 0 (no conflict), 1 (conflict) or
+// 2 (severe: at most 8 sets in use).
+int l1_conflicts(int64_t stride_bytes, int64_t slice_bytes, int64_t count) {
   constexpr int64_t kLine = 64, kSets = 64, kWays = 8, kPeriod = kLine * kSets;
-  const int64_t lines_per_col = (col_bytes + kLine - 1) / kLine + 1;  // +1: unaligned
-  int64_t g = kPeriod, s = stride_bytes % kPeriod;  // gcd(stride, period)
+  const int64_t lines_per_slice = (slice_bytes + kLine - 1) / kLine + 1;  // +1: unaligned
+  int64_t g = kPeriod, s = stride_bytes % kPeriod;                         // gcd
   while (s) {
     const int64_t t = g % s;
     g = s;
     s = t;
   }
-  const int64_t sets_used = std::min(kSets, (kPeriod / g) * lines_per_col);
-  if (sets_used >= kSets) return false;  // spread over the whole cache already
-  return k * lines_per_col > sets_used * kWays / 2;
+  const int64_t sets_used = std::min(kSets, (kPeriod / g) * lines_per_slice);
+  if (sets_used >= kSets || count * lines_per_slice <= sets_used * kWays / 2) return 0;
+  return sets_used <= 8 ? 2 : 1;
+}
+
+// Packing what could be read in place pays off only when it is re-read often enough:
+// a P block once per few columns of Z (N of them), a Q block once per M block.
+bool worth_packing(int conflict, int64_t reuse) {
+  return (conflict == 1 && reuse >= 32) || (conflict == 2 && reuse >= 8);
+}
+
+// Relative speed of a kernel whose M block has `rows` rows: LIBXSMM keeps up to 4 AVX2
+// vectors of a column in registers, fewer run slower (measured), and a partly filled
+// vector wastes lanes.
+template <typename T>
+double m_efficiency(int64_t rows) {
+  constexpr int64_t kWidth = 32 / int64_t(sizeof(T));
+  static constexpr double kByVectors[5] = {1.0, 0.45, 0.72, 0.85, 1.0};
+  const int64_t vectors = ceil_div(rows, kWidth);
+  return kByVectors[std::min<int64_t>(vectors, 4)] * double(rows) / double(vectors * kWidth);
 }
 
 // Per-thread, grown-as-needed, 64-byte aligned scratch memory.
@@ -77,9 +98,11 @@ struct Plan {
   int64_t M = 0, N = 0, K = 0;
   int64_t bm = 0, bn = 0, bk = 0;
   int64_t m_blocks = 0, n_blocks = 0, k_full = 0, k_tail = 0, k_blocks = 0;
+  int64_t chunk_blocks = 0;  // K blocks reduced per kernel call
   bool pack_p = false, pack_q = false, q_trans = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t stride_a = 0, stride_b = 0;  // bytes between consecutive K blocks
+  int64_t p_k_step = 0, q_k_step = 0;            // elements between consecutive K blocks
   int64_t p_tail_offset = 0, q_tail_offset = 0;  // elements to the K tail block
   int64_t p_block_elems = 0, q_block_elems = 0;  // packed elements per M / N block
   double cost = 0;
@@ -98,7 +121,9 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   pl.N = q.cols;
   pl.K = p.cols;
   pl.bm = std::min(pl.M, opt.block_m > 0 ? opt.block_m : Defaults<T>::block_m);
-  pl.bn = std::min(pl.N, opt.block_n > 0 ? opt.block_n : Defaults<T>::block_n);
+  // N (the broadcast dimension) has no vector granularity: balanced blocks, no thin tail
+  const int64_t bn_target = opt.block_n > 0 ? opt.block_n : Defaults<T>::block_n;
+  pl.bn = ceil_div(pl.N, ceil_div(pl.N, bn_target));
   const int64_t bk_target = opt.block_k > 0 ? opt.block_k : Defaults<T>::block_k;
   pl.bk = ceil_div(pl.K, ceil_div(pl.K, bk_target));  // balanced K blocks
   pl.m_blocks = ceil_div(pl.M, pl.bm);
@@ -106,6 +131,10 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   pl.k_full = pl.K / pl.bk;
   pl.k_tail = pl.K - pl.k_full * pl.bk;
   pl.k_blocks = pl.k_full + (pl.k_tail > 0 ? 1 : 0);
+  // One kernel call reduces as many K blocks as keep its bm x chunk slice of P in L1
+  // while it is re-read for every few columns of Z.
+  const int64_t chunk_k = opt.chunk_k > 0 ? opt.chunk_k : kChunkBytes / (pl.bm * int64_t(sizeof(T)));
+  pl.chunk_blocks = std::max<int64_t>(1, chunk_k / pl.bk);
   const int64_t sz = int64_t(sizeof(T));
   const bool many_k = pl.k_full > 1;  // else the K-block strides are never used
 
@@ -116,15 +145,17 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
     const int64_t lda = pl.K == 1 ? pl.bm : p.col_stride;
     const bool ok = !opt.force_pack_p && (p.row_stride == 1 || pl.M == 1) && lda >= pl.bm &&
                     lda <= kInt32Max && (!many_k || pl.bk * lda * sz <= kInt32Max) &&
-                    !(pl.N >= kMinReuseToPack && l1_conflicts(lda * sz, pl.bm * sz, pl.K));
+                    !worth_packing(l1_conflicts(lda * sz, pl.bm * sz, std::min(pl.K, chunk_k)), pl.N);
     if (ok) {
       pl.lda = lda;
-      pl.stride_a = many_k ? pl.bk * lda * sz : 0;
+      pl.stride_a = many_k ? pl.bk * lda * sz : 0;  // K-block strides are bytes
+      pl.p_k_step = pl.bk * p.col_stride;
       pl.p_tail_offset = pl.k_full * pl.bk * p.col_stride;
     } else {
       pl.pack_p = true;
       pl.lda = pl.bm;
       pl.stride_a = many_k ? pl.bk * pl.bm * sz : 0;
+      pl.p_k_step = pl.bk * pl.bm;
       pl.p_tail_offset = pl.k_full * pl.bk * pl.bm;
       pl.p_block_elems = pl.bm * pl.K;
     }
@@ -134,17 +165,23 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
     const int64_t ldb_n = pl.N == 1 ? pl.bk : q.col_stride;
     const int64_t ldb_t = pl.K == 1 ? pl.bn : q.row_stride;
     const bool ok_n = (q.row_stride == 1 || pl.K == 1) && ldb_n >= pl.bk && ldb_n <= kInt32Max;
+    // TRANS_B reads Q row by row (one row per k): rows that alias are evicted before
+    // the kernel's next pass over them.
     const bool ok_t = (q.col_stride == 1 || pl.N == 1) && ldb_t >= pl.bn && ldb_t <= kInt32Max &&
-                      (!many_k || pl.bk * ldb_t * sz <= kInt32Max);
+                      (!many_k || pl.bk * ldb_t * sz <= kInt32Max) &&
+                      !worth_packing(l1_conflicts(ldb_t * sz, pl.bn * sz, std::min(pl.K, chunk_k)),
+                                     pl.m_blocks * 8);
     if (!opt.force_pack_q && (ok_n || ok_t)) {
       pl.q_trans = !ok_n;
       pl.ldb = ok_n ? ldb_n : ldb_t;
       pl.stride_b = !many_k ? 0 : (ok_n ? pl.bk * sz : pl.bk * ldb_t * sz);
+      pl.q_k_step = pl.bk * q.row_stride;
       pl.q_tail_offset = pl.k_full * pl.bk * q.row_stride;
     } else {
       pl.pack_q = true;
       pl.ldb = pl.bk;
       pl.stride_b = many_k ? pl.bn * pl.bk * sz : 0;
+      pl.q_k_step = pl.bn * pl.bk;
       pl.q_tail_offset = pl.k_full * pl.bn * pl.bk;
       pl.q_block_elems = pl.k_blocks * pl.bn * pl.bk;
     }
@@ -154,24 +191,44 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   } else {
     pl.ldc = pl.bm;
   }
-  // Cost in elements moved besides the kernels' own reads; a transposing copy counts
-  // twice (strided on one side).
-  const double p_copy = p.row_stride == 1 ? 1.0 : 2.0;
-  const double q_copy = q.row_stride == 1 ? 1.0 : 2.0;
-  pl.cost = (pl.pack_p ? p_copy * double(pl.M) * double(pl.K) : 0.0) +
+  // Estimated time, in flops: the kernels' flops scaled by how well each M block fills
+  // AVX2 vectors, plus the copies (a transposing copy is strided on one side).
+  constexpr double kCopyFlops = 8, kTransposeFlops = 20;
+  const int64_t m_last = pl.M - (pl.m_blocks - 1) * pl.bm;
+  const double m_cost = double(pl.m_blocks - 1) * pl.bm / m_efficiency<T>(pl.bm) +
+                        double(m_last) / m_efficiency<T>(m_last);
+  const double p_copy = p.row_stride == 1 ? kCopyFlops : kTransposeFlops;
+  const double q_copy = q.row_stride == 1 ? kCopyFlops : kTransposeFlops;
+  pl.cost = 2.0 * double(pl.N) * double(pl.K) * m_cost +
+            (pl.pack_p ? p_copy * double(pl.M) * double(pl.K) : 0.0) +
             (pl.pack_q ? q_copy * double(pl.K) * double(pl.N) : 0.0) +
-            (z_is_ct ? 0.0 : 1.5 * double(pl.M) * double(pl.N));  // tile is in L1
+            (z_is_ct ? 0.0 : kTransposeFlops * double(pl.M) * double(pl.N));
   return pl;
+}
+
+// Whether walking M blocks in the outer loop (re-reading Q) moves fewer bytes from
+// beyond L2 than walking N blocks outside (re-reading P).
+template <typename T>
+bool m_blocks_outer(const Plan<T>& pl) {
+  constexpr double kL2Bytes = 512 * 1024;  // per core, on the machines we tune for
+  const double p_bytes = double(pl.M) * double(pl.K) * sizeof(T);
+  const double q_bytes = double(pl.K) * double(pl.N) * sizeof(T);
+  const double m_outer = p_bytes + (q_bytes <= kL2Bytes / 2 ? q_bytes : pl.m_blocks * q_bytes);
+  const double n_outer = q_bytes + (p_bytes <= kL2Bytes / 2 ? p_bytes : pl.n_blocks * p_bytes);
+  return m_outer <= n_outer;
 }
 
 template <typename T>
 struct Kernels {
-  BrgemmKernel<T> main[2][2] = {};  // [last M block][last N block]
+  BrgemmKernel<T> main[2][2] = {};  // [last M block][last N block], first K chunk
+  BrgemmKernel<T> more[2][2] = {};  // later K chunks, accumulating
   BrgemmKernel<T> tail[2][2] = {};  // the K tail, accumulating
 };
 
+// `need_more`: also the accumulating variant of the main kernels (later K chunks, or a
+// Z block pre-filled with the bias).
 template <typename T>
-bool dispatch_kernels(const Plan<T>& pl, Kernels<T>& ks) {
+bool dispatch_kernels(const Plan<T>& pl, bool need_more, Kernels<T>& ks) {
   const int64_t m_last = pl.M - (pl.m_blocks - 1) * pl.bm;
   const int64_t n_last = pl.N - (pl.n_blocks - 1) * pl.bn;
   for (int im = 0; im < 2; ++im) {
@@ -188,6 +245,10 @@ bool dispatch_kernels(const Plan<T>& pl, Kernels<T>& ks) {
       key.stride_b = int32_t(pl.stride_b);
       key.accumulate = false;
       if (!(ks.main[im][in] = get_kernel<T>(key))) return false;
+      if (need_more) {
+        key.accumulate = true;
+        if (!(ks.more[im][in] = get_kernel<T>(key))) return false;
+      }
       if (pl.k_tail > 0) {
         key.k = int32_t(pl.k_tail);
         key.stride_a = key.stride_b = 0;
@@ -199,7 +260,6 @@ bool dispatch_kernels(const Plan<T>& pl, Kernels<T>& ks) {
   return true;
 }
 
-template <typename T>
 void run_parallel(const Threading& threading, bool parallel, int64_t begin, int64_t end,
                   const std::function<void(int64_t, int64_t)>& body) {
   if (begin >= end) return;
@@ -235,8 +295,11 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
     Plan<T> p2 = make_plan(false, a, b, c, opt);
     pl = p2.cost < p1.cost ? p2 : p1;
   }
+  // With Z = C^T the bias is written into the C block first and the first kernel call
+  // accumulates onto it (cheaper than a second pass over the block after the kernel).
+  const bool prefill_bias = pl.z_is_ct && epilogue.bias != nullptr;
   Kernels<T> ks;
-  if (!dispatch_kernels(pl, ks)) return false;
+  if (!dispatch_kernels(pl, prefill_bias || pl.k_full > pl.chunk_blocks, ks)) return false;
 
   T* pack = nullptr;
   const int64_t p_elems = pl.pack_p ? pl.m_blocks * pl.p_block_elems : 0;
@@ -256,7 +319,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   const int64_t p_items = pl.pack_p ? pl.m_blocks : 0;
   const int64_t q_items = pl.pack_q ? pl.n_blocks : 0;
   const int64_t s_items = epilogue.a_row_sums ? ceil_div(m, kRowSumChunk) : 0;
-  run_parallel<T>(threading, parallel, 0, p_items + q_items + s_items,
+  run_parallel(threading, parallel, 0, p_items + q_items + s_items,
                   [&](int64_t begin, int64_t end) {
     for (int64_t it = begin; it < end; ++it) {
       if (it < p_items) {
@@ -277,13 +340,12 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   });
 
   // ---- pass 2: one batch-reduce GEMM per output block ----
-  // The operand with the larger footprint is walked once (outer loop); the other is
-  // re-read from cache.
-  const bool m_outer = pl.M * pl.K >= pl.K * pl.N;
+  // Blocks of the operand of the outer loop are read once, those of the inner one
+  // once per outer block: cheap while all of it stays in L2.
+  const bool m_outer = opt.tile_order >= 0 ? opt.tile_order == 0 : m_blocks_outer(pl);
   const int64_t tiles = pl.m_blocks * pl.n_blocks;
-  const unsigned long long k_count = static_cast<unsigned long long>(pl.k_full);
   const T* bias = epilogue.bias;
-  run_parallel<T>(threading, parallel, 0, tiles, [&](int64_t begin, int64_t end) {
+  run_parallel(threading, parallel, 0, tiles, [&](int64_t begin, int64_t end) {
     T* tile = nullptr;
     if (!pl.z_is_ct) {
       tile = static_cast<T*>(t_tile_scratch.get(size_t(pl.bm * pl.bn) * sizeof(T)));
@@ -299,22 +361,20 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
       const T* pp = pl.pack_p ? p_pack + mb * pl.p_block_elems : pl.p.data + r0 * pl.p.row_stride;
       const T* qq = pl.pack_q ? q_pack + nb * pl.q_block_elems : pl.q.data + c0 * pl.q.col_stride;
       T* z = pl.z_is_ct ? c.data + c0 * c.ld + r0 : tile;
-      ks.main[im][in](pp, qq, z, &k_count);
+      if (prefill_bias) {
+        for (int64_t col = 0; col < ni; ++col)
+          std::memcpy(z + col * c.ld, bias + r0, size_t(mi) * sizeof(T));
+      }
+      for (int64_t kb = 0; kb < pl.k_full; kb += pl.chunk_blocks) {
+        const auto count = static_cast<unsigned long long>(std::min(pl.chunk_blocks, pl.k_full - kb));
+        (kb == 0 && !prefill_bias ? ks.main : ks.more)[im][in](pp + kb * pl.p_k_step,
+                                                               qq + kb * pl.q_k_step, z, &count);
+      }
       if (pl.k_tail > 0) {
         const unsigned long long one = 1;
         ks.tail[im][in](pp + pl.p_tail_offset, qq + pl.q_tail_offset, z, &one);
       }
-      if (pl.z_is_ct) {
-        if (bias) {
-          const T* bj = bias + r0;
-          for (int64_t col = 0; col < ni; ++col) {
-            T* row = z + col * c.ld;
-            for (int64_t r = 0; r < mi; ++r) row[r] += bj[r];
-          }
-        }
-      } else {
-        store_transposed(tile, pl.bm, mi, ni, c, r0, c0, bias);
-      }
+      if (!pl.z_is_ct) store_transposed(tile, pl.bm, mi, ni, c, r0, c0, bias);
     }
   });
   return true;

@@ -88,6 +88,8 @@ struct Options {
   int64_t block_m = 0;  // kernel M block (0: default for T)
   int64_t block_n = 0;  // kernel N block
   int64_t block_k = 0;  // K block target (0: default)
+  int tile_order = -1;  // -1: auto, 0: M blocks outer, 1: N blocks outer
+  int64_t chunk_k = 0;  // K depth reduced by one kernel call (0: default, ~16 KiB of P)
   // Below this many flops (2*m*n*k) the work runs on the calling thread only.
   double min_parallel_flops = 1 << 18;
 };

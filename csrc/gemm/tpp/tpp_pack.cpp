@@ -2,10 +2,68 @@
 // plain memory passes of the backend (row sums, bias fill, tile transpose-out).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include "tpp_internal.h"
 
 namespace eml::gemm::tpp {
+
+namespace {
+
+// dst[j*ld_dst + i] = src[i*ld_src + j] (+ add[i]) for i < rows, j < cols: a transpose,
+// in registers (4x4 floats or 2x2 doubles, SSE2 = baseline x86-64) where possible.
+template <typename T>
+void transpose(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t rows, int64_t cols,
+               const T* add) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i + 4 <= rows; i += 4) {
+      const float* s = src + i * ld_src;
+      const __m128 a = add ? _mm_loadu_ps(add + i) : _mm_setzero_ps();
+      int64_t j = 0;
+      for (; j + 4 <= cols; j += 4) {
+        __m128 r0 = _mm_loadu_ps(s + j), r1 = _mm_loadu_ps(s + ld_src + j);
+        __m128 r2 = _mm_loadu_ps(s + 2 * ld_src + j), r3 = _mm_loadu_ps(s + 3 * ld_src + j);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        float* d = dst + j * ld_dst + i;
+        _mm_storeu_ps(d, _mm_add_ps(r0, a));
+        _mm_storeu_ps(d + ld_dst, _mm_add_ps(r1, a));
+        _mm_storeu_ps(d + 2 * ld_dst, _mm_add_ps(r2, a));
+        _mm_storeu_ps(d + 3 * ld_dst, _mm_add_ps(r3, a));
+      }
+      for (; j < cols; ++j)
+        for (int64_t t = 0; t < 4; ++t)
+          dst[j * ld_dst + i + t] = s[t * ld_src + j] + (add ? add[i + t] : 0.0f);
+    }
+  } else {
+    for (; i + 2 <= rows; i += 2) {
+      const double* s = src + i * ld_src;
+      const __m128d a = add ? _mm_loadu_pd(add + i) : _mm_setzero_pd();
+      int64_t j = 0;
+      for (; j + 2 <= cols; j += 2) {
+        const __m128d r0 = _mm_loadu_pd(s + j), r1 = _mm_loadu_pd(s + ld_src + j);
+        double* d = dst + j * ld_dst + i;
+        _mm_storeu_pd(d, _mm_add_pd(_mm_unpacklo_pd(r0, r1), a));
+        _mm_storeu_pd(d + ld_dst, _mm_add_pd(_mm_unpackhi_pd(r0, r1), a));
+      }
+      for (; j < cols; ++j)
+        for (int64_t t = 0; t < 2; ++t)
+          dst[j * ld_dst + i + t] = s[t * ld_src + j] + (add ? add[i + t] : 0.0);
+    }
+  }
+#endif
+  for (; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      dst[j * ld_dst + i] = src[i * ld_src + j] + (add ? add[i] : T(0));
+}
+
+}  // namespace
 
 template <typename T>
 void copy_2d(T* dst, int64_t ld_dst, const T* src, int64_t s_outer, int64_t s_inner,
@@ -16,24 +74,12 @@ void copy_2d(T* dst, int64_t ld_dst, const T* src, int64_t s_outer, int64_t s_in
       std::memcpy(dst + o * ld_dst, src + o * s_outer, size_t(n_inner) * sizeof(T));
     return;
   }
-  if (s_outer == 1) {  // a transpose: go tile by tile so both sides stay in L1
-    constexpr int64_t kTile = 16;
-    for (int64_t i0 = 0; i0 < n_inner; i0 += kTile) {
-      const int64_t i1 = std::min(n_inner, i0 + kTile);
-      for (int64_t o0 = 0; o0 < n_outer; o0 += kTile) {
-        const int64_t o1 = std::min(n_outer, o0 + kTile);
-        if (i1 - i0 == kTile && o1 - o0 == kTile) {
-          for (int64_t i = 0; i < kTile; ++i) {
-            const T* s = src + (i0 + i) * s_inner + o0;
-            T* d = dst + o0 * ld_dst + i0 + i;
-            for (int64_t o = 0; o < kTile; ++o) d[o * ld_dst] = s[o];
-          }
-        } else {
-          for (int64_t i = i0; i < i1; ++i)
-            for (int64_t o = o0; o < o1; ++o) dst[o * ld_dst + i] = src[o + i * s_inner];
-        }
-      }
-    }
+  if (s_outer == 1) {  // a transpose: tile by tile so both sides stay in L1
+    constexpr int64_t kTile = 64;
+    for (int64_t i0 = 0; i0 < n_inner; i0 += kTile)
+      for (int64_t o0 = 0; o0 < n_outer; o0 += kTile)
+        transpose<T>(dst + o0 * ld_dst + i0, ld_dst, src + o0 + i0 * s_inner, s_inner,
+                     std::min(kTile, n_inner - i0), std::min(kTile, n_outer - o0), nullptr);
     return;
   }
   for (int64_t o = 0; o < n_outer; ++o) {  // anything else, stride 0 included
@@ -107,20 +153,8 @@ void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias) {
 template <typename T>
 void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
                       int64_t i0, int64_t j0, const T* bias) {
-  constexpr int64_t kTile = 16;
-  for (int64_t ca = 0; ca < cols; ca += kTile) {
-    const int64_t cb = std::min(cols, ca + kTile);
-    for (int64_t r = 0; r < rows; ++r) {
-      T* out = c.data + (i0 + r) * c.ld + j0;
-      const T* in = z + r;
-      if (bias) {
-        const T* bj = bias + j0;
-        for (int64_t col = ca; col < cb; ++col) out[col] = in[col * ldz] + bj[col];
-      } else {
-        for (int64_t col = ca; col < cb; ++col) out[col] = in[col * ldz];
-      }
-    }
-  }
+  // C(i0 + r, j0 + col) = z[col*ldz + r]: z holds `cols` columns of `rows` elements
+  transpose<T>(c.data + i0 * c.ld + j0, c.ld, z, ldz, cols, rows, bias ? bias + j0 : nullptr);
 }
 
 #define EML_TPP_INSTANTIATE(T)                                                                \

@@ -1,0 +1,128 @@
+// Transposing packs with AVX2: source rows contiguous along k become panel steps
+// via in-register 8x8 (float) / 4x4 (double) transposes, instead of one scalar
+// load and store per element. This is the packing of B = W^T in the forward pass.
+#include "kernels.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+
+#include "simd_avx2.h"
+
+namespace eml::gemm::blocked {
+namespace {
+
+using avx2::Vec;
+
+// rows[q] <- lane q of every input row, for 8 rows of 8 floats.
+EML_AVX2_INLINE void transpose(__m256 rows[8]) {
+  __m256 pairs[8], quads[8];
+  for (int i = 0; i < 4; ++i) {
+    pairs[2 * i] = _mm256_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
+    pairs[2 * i + 1] = _mm256_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const __m256 lo = pairs[4 * i], hi = pairs[4 * i + 1];
+    const __m256 lo2 = pairs[4 * i + 2], hi2 = pairs[4 * i + 3];
+    quads[4 * i + 0] = _mm256_shuffle_ps(lo, lo2, _MM_SHUFFLE(1, 0, 1, 0));
+    quads[4 * i + 1] = _mm256_shuffle_ps(lo, lo2, _MM_SHUFFLE(3, 2, 3, 2));
+    quads[4 * i + 2] = _mm256_shuffle_ps(hi, hi2, _MM_SHUFFLE(1, 0, 1, 0));
+    quads[4 * i + 3] = _mm256_shuffle_ps(hi, hi2, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int q = 0; q < 4; ++q) {
+    rows[q] = _mm256_permute2f128_ps(quads[q], quads[q + 4], 0x20);
+    rows[q + 4] = _mm256_permute2f128_ps(quads[q], quads[q + 4], 0x31);
+  }
+}
+
+// The same for 4 rows of 4 doubles.
+EML_AVX2_INLINE void transpose(__m256d rows[4]) {
+  const __m256d t0 = _mm256_unpacklo_pd(rows[0], rows[1]);
+  const __m256d t1 = _mm256_unpackhi_pd(rows[0], rows[1]);
+  const __m256d t2 = _mm256_unpacklo_pd(rows[2], rows[3]);
+  const __m256d t3 = _mm256_unpackhi_pd(rows[2], rows[3]);
+  rows[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+  rows[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  rows[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+  rows[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+// Stores the first COUNT lanes of v (a panel step narrower than a vector, e.g. the
+// 6 rows of a float A panel) with plain stores; masked stores are slow on AMD.
+template <int COUNT>
+EML_AVX2_INLINE void store_first(float* out, __m256 v) {
+  static_assert(COUNT == 2 || COUNT == 4 || COUNT == 6, "no store sequence for this count");
+  const __m128 low = _mm256_castps256_ps128(v);
+  if constexpr (COUNT == 2) _mm_storel_pi(reinterpret_cast<__m64*>(out), low);
+  if constexpr (COUNT >= 4) _mm_storeu_ps(out, low);
+  if constexpr (COUNT == 6) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(out + 4), _mm256_extractf128_ps(v, 1));
+  }
+}
+
+template <int COUNT>
+EML_AVX2_INLINE void store_first(double* out, __m256d v) {
+  static_assert(COUNT == 1 || COUNT == 2 || COUNT == 3, "no store sequence for this count");
+  const __m128d low = _mm256_castpd256_pd128(v);
+  if constexpr (COUNT == 1) _mm_store_sd(out, low);
+  if constexpr (COUNT >= 2) _mm_storeu_pd(out, low);
+  if constexpr (COUNT == 3) _mm_store_sd(out + 2, _mm256_extractf128_pd(v, 1));
+}
+
+// One group of up to L source rows [first_row, first_row + ROWS), L steps from p.
+template <typename T, int W, int ROWS>
+EML_AVX2_INLINE void pack_row_group(const T* src, int64_t ld, int64_t p, int first_row,
+                                    T* panel) {
+  using VT = Vec<T>;
+  using V = typename VT::V;
+  constexpr int L = VT::lanes;
+  V block[L];
+#pragma GCC unroll 8
+  for (int r = 0; r < L; ++r) {
+    block[r] = r < ROWS ? VT::loadu(src + (first_row + r) * ld + p) : VT::zero();
+  }
+  transpose(block);
+  T* out = panel + p * W + first_row;
+#pragma GCC unroll 8
+  for (int q = 0; q < L; ++q) {
+    if constexpr (ROWS == L) {
+      VT::storeu(out + q * W, block[q]);
+    } else {
+      store_first<ROWS>(out + q * W, block[q]);
+    }
+  }
+}
+
+// panel[p*W + w] = src[w*ld + p]: groups of L source rows, L steps at a time.
+template <typename T, int W>
+EML_TARGET_AVX2 void pack_rows(const T* src, int64_t ld, int64_t depth, T* panel) {
+  constexpr int L = Vec<T>::lanes;
+  constexpr int kFullGroups = W / L;
+  constexpr int kLastRows = W % L;
+  int64_t p = 0;
+  for (; p + L <= depth; p += L) {
+#pragma GCC unroll 4
+    for (int group = 0; group < kFullGroups; ++group) {
+      pack_row_group<T, W, L>(src, ld, p, group * L, panel);
+    }
+    if constexpr (kLastRows != 0) {
+      pack_row_group<T, W, kLastRows>(src, ld, p, kFullGroups * L, panel);
+    }
+  }
+  for (; p < depth; ++p) {
+    for (int w = 0; w < W; ++w) panel[p * W + w] = src[w * ld + p];
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void set_avx2_packing(Kernels<T>& kernels) {
+  kernels.pack_a_rows = &pack_rows<T, static_cast<int>(BlockSizes<T>::mr)>;
+  kernels.pack_b_rows = &pack_rows<T, static_cast<int>(BlockSizes<T>::nr)>;
+}
+
+template void set_avx2_packing<float>(Kernels<float>&);
+template void set_avx2_packing<double>(Kernels<double>&);
+
+}  // namespace eml::gemm::blocked
+
+#endif
