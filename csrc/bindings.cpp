@@ -9,6 +9,7 @@
 #include "gemm/isa.h"
 #include "gemm/peak.h"
 #include "ops/backend.h"
+#include "ops/linear.h"
 
 namespace {
 
@@ -44,6 +45,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                  py::arg("i_weight"));
   with_loops.def("backward", &eml::course::with_loops::backward, py::arg("i_grad"),
                  py::arg("i_input"), py::arg("i_weights"));
+
+  // eml::linear through the C++ dispatcher, unboxed: the eager fast path of eml_ops.Layer,
+  // which skips the Python-side cost of torch.ops (scripted and compiled code use torch.ops).
+  m.def("linear", &eml::ops::linear, py::arg("input"), py::arg("weight"),
+        py::arg("bias") = py::none());
 
   m.def("available_backends", &available_backend_names);
   m.def("default_backend", [] { return std::string(eml::backend_name(eml::default_backend())); });

@@ -13,6 +13,29 @@ import math
 import torch
 from torch import nn
 
+from . import _C
+
+
+@torch.jit.unused
+def _python_linear(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    # Under torch.compile/export the graph must contain torch.ops.eml.linear. In eager mode,
+    # eml::linear is called from C++ through the dispatcher instead: the same op, kernels and
+    # checks, minus the microseconds torch.ops spends in Python on every call.
+    if torch.compiler.is_compiling():
+        return torch.ops.eml.linear(input, weight, bias)
+    return _C.linear(input, weight, bias)
+
+
+def _eml_linear(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    if torch.jit.is_scripting():
+        return torch.ops.eml.linear(input, weight, bias)
+    else:
+        return _python_linear(input, weight, bias)
+
 
 def linear(
     input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
@@ -27,7 +50,7 @@ def linear(
     Returns:
         ``[*, out_features]`` in the input's dtype.
     """
-    return torch.ops.eml.linear(input, weight, bias)
+    return _eml_linear(input, weight, bias)
 
 
 class Layer(nn.Module):
@@ -79,7 +102,7 @@ class Layer(nn.Module):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         """Apply the layer to ``input`` of shape ``[*, in_features]``."""
-        return torch.ops.eml.linear(input, self.weight, self.bias)
+        return _eml_linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         """Describe the layer as nn.Linear does."""

@@ -10,7 +10,8 @@ import eml_ops
 OPS = torch.ops.eml
 
 
-@pytest.mark.parametrize("op", [OPS.linear, OPS.linear_forward])
+@pytest.mark.parametrize("op", [OPS.linear, OPS.linear_forward, eml_ops.linear],
+                         ids=["ops.eml.linear", "ops.eml.linear_forward", "eml_ops.linear"])
 @pytest.mark.parametrize(
     ("x", "w", "b", "message"),
     [
@@ -33,7 +34,7 @@ OPS = torch.ops.eml
 def test_bad_input_names_op_and_shapes(backend: str, op: object, x: torch.Tensor,
                                        w: torch.Tensor, b: torch.Tensor | None,
                                        message: str) -> None:
-    name = "eml::linear" if op is OPS.linear else "eml::linear_forward"
+    name = "eml::linear_forward" if op is OPS.linear_forward else "eml::linear"
     with pytest.raises(RuntimeError, match=f"{name}: .*{message}"):
         op(x, w, b)
 

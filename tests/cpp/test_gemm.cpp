@@ -2,6 +2,7 @@
 // reference: odd shapes, every stride layout, bias / row sums, both ISAs, every
 // path, threads. `test_gemm bench [threads]` prints GFLOP/s instead.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -398,19 +399,38 @@ int bench(int argc, char** argv) {
   SpinPool pool(threads);
   const Threading threading = threads > 1 ? pool_threading(pool, threads) : Threading{};
   std::vector<std::array<int64_t, 3>> shapes = {  // m (batch), n (out), k (in)
+      // (run.sh bench THREADS M N K: one shape)
       {1, 16, 16},     {8, 64, 64},      {16, 128, 128},   {64, 256, 256},   {128, 512, 512},
       {256, 256, 256}, {512, 512, 512},  {1024, 1024, 1024}, {2048, 2048, 2048},
       {127, 511, 255}, {333, 555, 777},  {1, 4096, 4096},  {16, 2048, 2048}, {4, 2048, 4096},
       {4096, 1024, 64}, {64, 1024, 4096}};
   if (argc > 5) shapes = {{std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5])}};
+  if (const char* list = std::getenv("BENCH_SHAPES")) {  // "m,n,k;m,n,k;..."
+    shapes.clear();
+    long long m, n, k;
+    int used = 0;
+    while (std::sscanf(list, "%lld,%lld,%lld%n", &m, &n, &k, &used) == 3) {
+      shapes.push_back({m, n, k});
+      list += used;
+      if (*list == ';') ++list;
+    }
+  }
+  const double budget = std::getenv("BENCH_BUDGET") ? std::atof(std::getenv("BENCH_BUDGET")) : 0.3;
+  if (const char* path = std::getenv("BENCH_PATH")) {  // packed, dot, broadcast
+    const std::string name = path;
+    blocked::force_path(name == "packed" ? Path::packed
+                        : name == "dot"  ? Path::dot
+                        : name == "broadcast" ? Path::broadcast
+                                              : Path::automatic);
+  }
   const char* types = std::getenv("BENCH_TYPES");  // "f32", "f64" or unset: both
   const bool want_float = types == nullptr || std::strstr(types, "f32") != nullptr;
   const bool want_double = types == nullptr || std::strstr(types, "f64") != nullptr;
   if (want_float) {
-    for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, 0.3);
+    for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, budget);
   }
   if (want_double) {
-    for (const auto& s : shapes) bench_shape<double>(s[0], s[1], s[2], threading, 0.3);
+    for (const auto& s : shapes) bench_shape<double>(s[0], s[1], s[2], threading, budget);
   }
   return 0;
 }

@@ -4,16 +4,21 @@
 //   test_tpp --bench    GFLOP/s of the linear layer's three products (1 thread; add
 //                       --threads N for more), median of repeated timings
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../../csrc/gemm/tpp/tpp_internal.h"
 
@@ -58,30 +63,65 @@ const char* layout_name(int l) {
   return names[l];
 }
 
+// Memory that ends exactly at an inaccessible page: reading or writing past the end
+// of a matrix crashes the test instead of passing unnoticed.
+template <typename T>
+class Guarded {
+ public:
+  explicit Guarded(size_t count) : count_(count) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t bytes = (count * sizeof(T) + page - 1) / page * page;
+    len_ = bytes + page;
+    void* p = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("mmap");
+      std::exit(2);
+    }
+    base_ = static_cast<char*>(p);
+    mprotect(base_ + bytes, page, PROT_NONE);
+    data_ = reinterpret_cast<T*>(base_ + bytes) - count;
+  }
+  ~Guarded() { munmap(base_, len_); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  T* data() { return data_; }
+  size_t size() const { return count_; }
+  T& operator[](size_t i) { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + count_; }
+
+ private:
+  size_t count_ = 0, len_ = 0;
+  char* base_ = nullptr;
+  T* data_ = nullptr;
+};
+
 template <typename T>
 struct Owned {
-  std::vector<T> storage;
+  explicit Owned(size_t count) : storage(count) {}
+  Guarded<T> storage;
   ConstMatrixView<T> view;
 };
 
 template <typename T>
-Owned<T> make_matrix(int64_t rows, int64_t cols, int layout, std::mt19937& rng) {
-  Owned<T> o;
+std::unique_ptr<Owned<T>> make_matrix(int64_t rows, int64_t cols, int layout, std::mt19937& rng) {
   int64_t rs = 0, cs = 0, offset = 0, size = 0;
   switch (layout) {
-    case kRowMajor: rs = cols; cs = 1; size = rows * cols; break;
-    case kColMajor: rs = 1; cs = rows; size = rows * cols; break;
-    case kRowPadded: rs = cols + 5; cs = 1; offset = 3; size = offset + rows * rs; break;
-    case kColPadded: rs = 1; cs = rows + 3; offset = 2; size = offset + cols * cs; break;
-    case kStepTwo: rs = 2; cs = 2 * rows + 1; offset = 1; size = offset + cols * cs + 2 * rows; break;
-    case kRowBcast: rs = 0; cs = 1; size = cols; break;
-    case kColBcast: rs = 1; cs = 0; size = rows; break;
-    case kScalarBcast: rs = 0; cs = 0; size = 1; break;
+    case kRowMajor: rs = cols; cs = 1; break;
+    case kColMajor: rs = 1; cs = rows; break;
+    case kRowPadded: rs = cols + 5; cs = 1; offset = 3; break;
+    case kColPadded: rs = 1; cs = rows + 3; offset = 2; break;
+    case kStepTwo: rs = 2; cs = 2 * rows + 1; offset = 1; break;
+    case kRowBcast: rs = 0; cs = 1; break;
+    case kColBcast: rs = 1; cs = 0; break;
+    case kScalarBcast: rs = 0; cs = 0; break;
   }
-  o.storage.resize(size_t(std::max<int64_t>(size, 1)) + 8);
+  // the storage ends right after the view's last element (and a guard page follows)
+  if (rows > 0 && cols > 0) size = offset + (rows - 1) * rs + (cols - 1) * cs + 1;
+  auto o = std::make_unique<Owned<T>>(size_t(std::max<int64_t>(size, 1)));
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  for (auto& v : o.storage) v = T(dist(rng));
-  o.view = {o.storage.data() + offset, rows, cols, rs, cs};
+  for (auto& v : o->storage) v = T(dist(rng));
+  o->view = {o->storage.data() + offset, rows, cols, rs, cs};
   return o;
 }
 
@@ -95,7 +135,7 @@ struct Case {
   bool use_public_api;  // tpp_gemm() instead of tpp::gemm(..., opt)
 };
 
-int g_failures = 0, g_cases = 0;
+std::atomic<int> g_failures{0}, g_cases{0};
 
 std::string describe(const Case& cs, const char* type) {
   char buf[400];
@@ -120,15 +160,19 @@ void run_case(const Case& cs, std::mt19937& rng) {
                   what, (long long)i, (long long)j, got, want);
     ++g_failures;
   };
-  Owned<T> A = make_matrix<T>(cs.m, cs.k, cs.layout_a, rng);
-  Owned<T> B = make_matrix<T>(cs.k, cs.n, cs.layout_b, rng);
+  const auto a_owned = make_matrix<T>(cs.m, cs.k, cs.layout_a, rng);
+  const auto b_owned = make_matrix<T>(cs.k, cs.n, cs.layout_b, rng);
+  const Owned<T>& A = *a_owned;
+  const Owned<T>& B = *b_owned;
   std::vector<T> bias(size_t(cs.n) + 1);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (auto& v : bias) v = T(dist(rng));
   const int64_t pad = (cs.m + cs.n) % 2 ? 3 : 0;  // some outputs have ld > n
   const int64_t ld = cs.n + pad;
   const T sentinel = T(777.0);
-  std::vector<T> cbuf(size_t(std::max<int64_t>(cs.m * ld, 1)) + 4, sentinel);
+  // C ends right after its last element, before a guard page
+  Guarded<T> cbuf(size_t(std::max<int64_t>(cs.m > 0 ? (cs.m - 1) * ld + cs.n : 0, 1)));
+  std::fill(cbuf.begin(), cbuf.end(), sentinel);
   for (int64_t i = 0; i < cs.m; ++i)  // garbage in C must not leak in: beta = 0
     for (int64_t j = 0; j < cs.n; ++j) cbuf[size_t(i * ld + j)] = std::numeric_limits<T>::quiet_NaN();
   std::vector<T> sums(size_t(cs.m) + 1, sentinel);
@@ -163,13 +207,12 @@ void run_case(const Case& cs, std::mt19937& rng) {
         return;
       }
     }
-    for (int64_t j = cs.n; j < ld; ++j)
+    for (int64_t j = cs.n; j < ld && i + 1 < cs.m; ++j)
       if (c(i, j) != sentinel) {
         fail("write past C's columns", i, j, double(c(i, j)), double(sentinel));
         return;
       }
   }
-  if (cbuf[size_t(std::max<int64_t>(cs.m * ld, 1))] != sentinel) fail("write past C", 0, 0, 0, 0);
   if (cs.row_sums) {
     for (int64_t i = 0; i < cs.m; ++i) {
       double want = 0, mag = 0;
@@ -292,11 +335,33 @@ int run_tests() {
         cs.use_public_api = true;
         run_typed(cs, rng);
       }
+  // 5. Concurrent callers: a shared kernel cache, per-thread scratch memory.
+  {
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t)
+      callers.emplace_back([t, &sizes, n_sizes] {
+        std::mt19937 local(1000 + t);
+        for (int rep = 0; rep < 40; ++rep) {
+          Case cs{};
+          cs.m = sizes[local() % n_sizes];
+          cs.n = sizes[local() % n_sizes];
+          cs.k = sizes[local() % n_sizes];
+          cs.layout_a = int(local() % kNumLayouts);
+          cs.layout_b = int(local() % kNumLayouts);
+          cs.bias = local() % 2;
+          cs.row_sums = local() % 2;
+          cs.threads = 1;
+          cs.use_public_api = true;
+          run_typed(cs, local);
+        }
+      });
+    for (auto& c : callers) c.join();
+  }
   if (g_failures) {
-    std::printf("test_tpp: %d of %d cases FAILED\n", g_failures, g_cases);
+    std::printf("test_tpp: %d of %d cases FAILED\n", g_failures.load(), g_cases.load());
     return 1;
   }
-  std::printf("test_tpp: all %d cases passed\n", g_cases);
+  std::printf("test_tpp: all %d cases passed\n", g_cases.load());
   return 0;
 }
 
@@ -313,9 +378,9 @@ void bench(int threads) {
               sizeof(T) == 4 ? "float32" : "float64", threads);
   for (const auto& s : shapes) {
     const int64_t batch = s[0], in = s[1], out = s[2];
-    Owned<T> X = make_matrix<T>(batch, in, kRowMajor, rng);
-    Owned<T> W = make_matrix<T>(out, in, kRowMajor, rng);
-    Owned<T> G = make_matrix<T>(batch, out, kRowMajor, rng);
+    const auto X = make_matrix<T>(batch, in, kRowMajor, rng);
+    const auto W = make_matrix<T>(out, in, kRowMajor, rng);
+    const auto G = make_matrix<T>(batch, out, kRowMajor, rng);
     std::vector<T> bias(static_cast<size_t>(out), T(0.5));
     std::vector<T> gb(static_cast<size_t>(out));
     std::vector<T> y(size_t(batch * out)), gx(size_t(batch * in)), gw(size_t(out * in));
@@ -325,11 +390,11 @@ void bench(int threads) {
       OutputMatrix<T> c;
       Epilogue<T> ep;
       if (which == 0) {
-        a = X.view; b = W.view.transposed(); c = {y.data(), batch, out, out}; ep.bias = bias.data();
+        a = X->view; b = W->view.transposed(); c = {y.data(), batch, out, out}; ep.bias = bias.data();
       } else if (which == 1) {
-        a = G.view; b = W.view; c = {gx.data(), batch, in, in};
+        a = G->view; b = W->view; c = {gx.data(), batch, in, in};
       } else {
-        a = G.view.transposed(); b = X.view; c = {gw.data(), out, in, in}; ep.a_row_sums = gb.data();
+        a = G->view.transposed(); b = X->view; c = {gw.data(), out, in, in}; ep.a_row_sums = gb.data();
       }
       const double flops = 2.0 * double(c.rows) * double(c.cols) * double(a.cols);
       const int reps = std::max(3, int(1e8 / flops));

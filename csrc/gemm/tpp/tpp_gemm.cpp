@@ -1,6 +1,6 @@
 // The TPP GEMM driver: plans the orientation, blocking and packing of one C = A·B,
-// dispatches its few kernels up front, packs in parallel, then runs one batch-reduce
-// GEMM per output block, output blocks split over threads.
+// dispatches its few kernels up front, packs in parallel, then runs batch-reduce
+// GEMMs per output block, output blocks split over threads.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -27,10 +27,26 @@ struct Defaults<double> {
   static constexpr int64_t block_m = 16, block_n = 64, block_k = 64;
 };
 
-int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+// Elements per AVX2 vector. LIBXSMM 1.17 runs the rows of an M block that do not fill
+// a whole vector at near-scalar speed, so the last M block is zero-padded to this.
+template <typename T>
+constexpr int64_t kVector = 32 / int64_t(sizeof(T));
 
-// Bytes of a P block one kernel call streams over (see chunk_blocks).
+// Bytes of a P block one kernel call streams over (see Plan::chunk_blocks).
 constexpr int64_t kChunkBytes = 16 * 1024;
+
+int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
+
+// Relative speed of a kernel whose M block has `rows` rows (padded to whole vectors):
+// LIBXSMM keeps up to 4 AVX2 vectors of a column in registers and fewer run slower
+// (measured on Zen 3); padding lanes are wasted.
+template <typename T>
+double m_efficiency(int64_t rows) {
+  static constexpr double kByVectors[5] = {1.0, 0.45, 0.8, 0.95, 1.0};
+  const int64_t vectors = ceil_div(rows, kVector<T>);
+  return kByVectors[std::min<int64_t>(vectors, 4)] * double(rows) / double(vectors * kVector<T>);
+}
 
 // Reading an operand in place can be slow when its leading dimension is a multiple of
 // a large power of two: `count` slices of `slice_bytes` each, `stride_bytes` apart,
@@ -58,17 +74,6 @@ bool worth_packing(int conflict, int64_t reuse) {
   return (conflict == 1 && reuse >= 32) || (conflict == 2 && reuse >= 8);
 }
 
-// Relative speed of a kernel whose M block has `rows` rows: LIBXSMM keeps up to 4 AVX2
-// vectors of a column in registers, fewer run slower (measured), and a partly filled
-// vector wastes lanes.
-template <typename T>
-double m_efficiency(int64_t rows) {
-  constexpr int64_t kWidth = 32 / int64_t(sizeof(T));
-  static constexpr double kByVectors[5] = {1.0, 0.45, 0.72, 0.85, 1.0};
-  const int64_t vectors = ceil_div(rows, kWidth);
-  return kByVectors[std::min<int64_t>(vectors, 4)] * double(rows) / double(vectors * kWidth);
-}
-
 // Per-thread, grown-as-needed, 64-byte aligned scratch memory.
 class Scratch {
  public:
@@ -89,7 +94,16 @@ class Scratch {
 };
 
 thread_local Scratch t_pack_scratch;  // packed P and Q of the call made on this thread
-thread_local Scratch t_tile_scratch;  // one Z tile (orientation kZIsC)
+thread_local Scratch t_tile_scratch;  // one Z tile
+
+// Where the kernels find the M blocks of P: in place or packed ([K][bm], lda = bm).
+struct PAccess {
+  bool packed = false;
+  int64_t lda = 0;
+  int64_t stride_a = 0;     // bytes between the K blocks of one kernel call
+  int64_t k_step = 0;       // elements between consecutive K blocks
+  int64_t tail_offset = 0;  // elements to the K tail block
+};
 
 template <typename T>
 struct Plan {
@@ -98,12 +112,15 @@ struct Plan {
   int64_t M = 0, N = 0, K = 0;
   int64_t bm = 0, bn = 0, bk = 0;
   int64_t m_blocks = 0, n_blocks = 0, k_full = 0, k_tail = 0, k_blocks = 0;
-  int64_t chunk_blocks = 0;  // K blocks reduced per kernel call
-  bool pack_p = false, pack_q = false, q_trans = false;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  int64_t stride_a = 0, stride_b = 0;  // bytes between consecutive K blocks
-  int64_t p_k_step = 0, q_k_step = 0;            // elements between consecutive K blocks
-  int64_t p_tail_offset = 0, q_tail_offset = 0;  // elements to the K tail block
+  int64_t m_last = 0, m_last_pad = 0;  // rows of the last M block, and its kernel's M
+  int64_t chunk_blocks = 0;            // K blocks reduced per kernel call
+  bool pack_p = false;                 // every P block packed
+  bool pack_p_last = false;            // only the last one (padded), the rest in place
+  PAccess p_main, p_last;              // M blocks before the last one, and the last one
+  bool last_to_tile = false;           // the last M block goes through the Z tile
+  bool pack_q = false, q_trans = false;
+  int64_t ldb = 0, ldc = 0;
+  int64_t stride_b = 0, q_k_step = 0, q_tail_offset = 0;
   int64_t p_block_elems = 0, q_block_elems = 0;  // packed elements per M / N block
   double cost = 0;
 };
@@ -117,10 +134,12 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   pl.q = z_is_ct ? a.transposed() : b;
   const auto& p = pl.p;
   const auto& q = pl.q;
+  const int64_t sz = int64_t(sizeof(T));
   pl.M = p.rows;
   pl.N = q.cols;
   pl.K = p.cols;
-  pl.bm = std::min(pl.M, opt.block_m > 0 ? opt.block_m : Defaults<T>::block_m);
+  pl.bm = std::min(opt.block_m > 0 ? opt.block_m : Defaults<T>::block_m,
+                   round_up(pl.M, kVector<T>));
   // N (the broadcast dimension) has no vector granularity: balanced blocks, no thin tail
   const int64_t bn_target = opt.block_n > 0 ? opt.block_n : Defaults<T>::block_n;
   pl.bn = ceil_div(pl.N, ceil_div(pl.N, bn_target));
@@ -131,34 +150,41 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   pl.k_full = pl.K / pl.bk;
   pl.k_tail = pl.K - pl.k_full * pl.bk;
   pl.k_blocks = pl.k_full + (pl.k_tail > 0 ? 1 : 0);
+  pl.m_last = pl.M - (pl.m_blocks - 1) * pl.bm;
+  pl.m_last_pad = std::max(pl.m_last, std::min(pl.bm, round_up(pl.m_last, kVector<T>)));
+  const bool pad_last = pl.m_last_pad != pl.m_last;
   // One kernel call reduces as many K blocks as keep its bm x chunk slice of P in L1
   // while it is re-read for every few columns of Z.
-  const int64_t chunk_k = opt.chunk_k > 0 ? opt.chunk_k : kChunkBytes / (pl.bm * int64_t(sizeof(T)));
+  const int64_t chunk_k = opt.chunk_k > 0 ? opt.chunk_k : kChunkBytes / (pl.bm * sz);
   pl.chunk_blocks = std::max<int64_t>(1, chunk_k / pl.bk);
-  const int64_t sz = int64_t(sizeof(T));
   const bool many_k = pl.k_full > 1;  // else the K-block strides are never used
 
+  // P packed: [M blocks][K][bm], the rows of a short last block zero-padded.
+  PAccess packed;
+  packed.packed = true;
+  packed.lda = pl.bm;
+  packed.stride_a = many_k ? pl.bk * pl.bm * sz : 0;
+  packed.k_step = pl.bk * pl.bm;
+  packed.tail_offset = pl.k_full * pl.bk * pl.bm;
+  pl.p_block_elems = pl.bm * pl.K;
   // P read in place: column-major M x K, lda >= bm. Possible is not always best: the
   // kernel re-reads a P block for every few columns of Z, and when lda is a multiple
   // of a large power of two the block's columns collide in a few L1 sets.
-  {
-    const int64_t lda = pl.K == 1 ? pl.bm : p.col_stride;
-    const bool ok = !opt.force_pack_p && (p.row_stride == 1 || pl.M == 1) && lda >= pl.bm &&
-                    lda <= kInt32Max && (!many_k || pl.bk * lda * sz <= kInt32Max) &&
-                    !worth_packing(l1_conflicts(lda * sz, pl.bm * sz, std::min(pl.K, chunk_k)), pl.N);
-    if (ok) {
-      pl.lda = lda;
-      pl.stride_a = many_k ? pl.bk * lda * sz : 0;  // K-block strides are bytes
-      pl.p_k_step = pl.bk * p.col_stride;
-      pl.p_tail_offset = pl.k_full * pl.bk * p.col_stride;
-    } else {
-      pl.pack_p = true;
-      pl.lda = pl.bm;
-      pl.stride_a = many_k ? pl.bk * pl.bm * sz : 0;
-      pl.p_k_step = pl.bk * pl.bm;
-      pl.p_tail_offset = pl.k_full * pl.bk * pl.bm;
-      pl.p_block_elems = pl.bm * pl.K;
-    }
+  const int64_t lda = pl.K == 1 ? pl.bm : p.col_stride;
+  const bool direct = !opt.force_pack_p && (p.row_stride == 1 || pl.M == 1) && lda >= pl.bm &&
+                      lda <= kInt32Max && (!many_k || pl.bk * lda * sz <= kInt32Max) &&
+                      !worth_packing(l1_conflicts(lda * sz, pl.bm * sz, std::min(pl.K, chunk_k)),
+                                     pl.N);
+  if (direct) {
+    pl.p_main.lda = lda;
+    pl.p_main.stride_a = many_k ? pl.bk * lda * sz : 0;  // K-block strides are bytes
+    pl.p_main.k_step = pl.bk * p.col_stride;
+    pl.p_main.tail_offset = pl.k_full * pl.bk * p.col_stride;
+    pl.pack_p_last = pad_last;
+    pl.p_last = pad_last ? packed : pl.p_main;
+  } else {
+    pl.pack_p = true;
+    pl.p_main = pl.p_last = packed;
   }
   // Q read in place: column-major K x N (ldb >= bk), or stored N x K (TRANS_B, ldb >= bn).
   {
@@ -186,6 +212,9 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
       pl.q_block_elems = pl.k_blocks * pl.bn * pl.bk;
     }
   }
+  // Z = C^T is written straight into C, except a padded last M block, whose extra rows
+  // would land past C's columns: it goes through the tile like every block of Z = C.
+  pl.last_to_tile = !z_is_ct || pad_last;
   if (z_is_ct) {
     pl.ldc = pl.N == 1 ? std::max(c.ld, pl.M) : c.ld;  // one column: ldc is never used
   } else {
@@ -194,15 +223,15 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   // Estimated time, in flops: the kernels' flops scaled by how well each M block fills
   // AVX2 vectors, plus the copies (a transposing copy is strided on one side).
   constexpr double kCopyFlops = 8, kTransposeFlops = 20;
-  const int64_t m_last = pl.M - (pl.m_blocks - 1) * pl.bm;
   const double m_cost = double(pl.m_blocks - 1) * pl.bm / m_efficiency<T>(pl.bm) +
-                        double(m_last) / m_efficiency<T>(m_last);
+                        double(pl.m_last_pad) / m_efficiency<T>(pl.m_last_pad);
   const double p_copy = p.row_stride == 1 ? kCopyFlops : kTransposeFlops;
   const double q_copy = q.row_stride == 1 ? kCopyFlops : kTransposeFlops;
-  pl.cost = 2.0 * double(pl.N) * double(pl.K) * m_cost +
-            (pl.pack_p ? p_copy * double(pl.M) * double(pl.K) : 0.0) +
+  const double p_packed_rows = pl.pack_p ? double(pl.M) : pl.pack_p_last ? double(pl.m_last) : 0;
+  pl.cost = 2.0 * double(pl.N) * double(pl.K) * m_cost + p_copy * p_packed_rows * double(pl.K) +
             (pl.pack_q ? q_copy * double(pl.K) * double(pl.N) : 0.0) +
-            (z_is_ct ? 0.0 : kTransposeFlops * double(pl.M) * double(pl.N));
+            (z_is_ct ? (pad_last ? kCopyFlops * double(pl.m_last) * double(pl.N) : 0.0)
+                     : kTransposeFlops * double(pl.M) * double(pl.N));
   return pl;
 }
 
@@ -220,31 +249,31 @@ bool m_blocks_outer(const Plan<T>& pl) {
 
 template <typename T>
 struct Kernels {
-  BrgemmKernel<T> main[2][2] = {};  // [last M block][last N block], first K chunk
-  BrgemmKernel<T> more[2][2] = {};  // later K chunks, accumulating
-  BrgemmKernel<T> tail[2][2] = {};  // the K tail, accumulating
+  // [last M block][last N block]
+  BrgemmKernel<T> first[2][2] = {};  // the first K chunk, beta = 0
+  BrgemmKernel<T> more[2][2] = {};   // later K chunks (or onto a bias), beta = 1
+  BrgemmKernel<T> tail[2][2] = {};   // the K tail, beta = 1
 };
 
-// `need_more`: also the accumulating variant of the main kernels (later K chunks, or a
-// Z block pre-filled with the bias).
+// `need_more`: also the accumulating variant of the full-K-block kernels.
 template <typename T>
 bool dispatch_kernels(const Plan<T>& pl, bool need_more, Kernels<T>& ks) {
-  const int64_t m_last = pl.M - (pl.m_blocks - 1) * pl.bm;
   const int64_t n_last = pl.N - (pl.n_blocks - 1) * pl.bn;
-  for (int im = 0; im < 2; ++im) {
-    for (int in = 0; in < 2; ++in) {
+  for (int im = pl.m_blocks > 1 ? 0 : 1; im < 2; ++im) {
+    for (int in = pl.n_blocks > 1 ? 0 : 1; in < 2; ++in) {
+      const PAccess& pa = im ? pl.p_last : pl.p_main;
       KernelKey key;
-      key.m = int32_t(im ? m_last : pl.bm);
+      key.m = int32_t(im ? pl.m_last_pad : pl.bm);
       key.n = int32_t(in ? n_last : pl.bn);
-      key.lda = int32_t(pl.lda);
+      key.lda = int32_t(pa.lda);
       key.ldb = int32_t(pl.ldb);
-      key.ldc = int32_t(pl.ldc);
+      key.ldc = int32_t(im && pl.last_to_tile ? pl.bm : pl.ldc);
       key.trans_b = pl.q_trans;
       key.k = int32_t(pl.bk);
-      key.stride_a = int32_t(pl.stride_a);
+      key.stride_a = int32_t(pa.stride_a);
       key.stride_b = int32_t(pl.stride_b);
       key.accumulate = false;
-      if (!(ks.main[im][in] = get_kernel<T>(key))) return false;
+      if (!(ks.first[im][in] = get_kernel<T>(key))) return false;
       if (need_more) {
         key.accumulate = true;
         if (!(ks.more[im][in] = get_kernel<T>(key))) return false;
@@ -283,7 +312,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
     return true;
   }
 
-  // ---- plan: the orientation that moves the fewest extra elements ----
+  // ---- plan: the orientation with the lower estimated cost ----
   const bool ct_ok = c.ld <= kInt32Max && (m == 1 || c.ld >= n);
   Plan<T> pl;
   if (opt.orientation == Options::kZIsCT && ct_ok) {
@@ -295,37 +324,43 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
     Plan<T> p2 = make_plan(false, a, b, c, opt);
     pl = p2.cost < p1.cost ? p2 : p1;
   }
-  // With Z = C^T the bias is written into the C block first and the first kernel call
-  // accumulates onto it (cheaper than a second pass over the block after the kernel).
+  // A block of Z = C^T written straight into C gets the bias first and the kernels
+  // accumulate onto it (cheaper than a second pass over the block after them). Tile
+  // blocks get the bias while being copied out.
   const bool prefill_bias = pl.z_is_ct && epilogue.bias != nullptr;
   Kernels<T> ks;
   if (!dispatch_kernels(pl, prefill_bias || pl.k_full > pl.chunk_blocks, ks)) return false;
 
-  T* pack = nullptr;
-  const int64_t p_elems = pl.pack_p ? pl.m_blocks * pl.p_block_elems : 0;
+  const int64_t p_elems = pl.pack_p ? pl.m_blocks * pl.p_block_elems
+                                    : pl.pack_p_last ? pl.p_block_elems : 0;
   const int64_t q_elems = pl.pack_q ? pl.n_blocks * pl.q_block_elems : 0;
+  T* p_pack = nullptr;
+  T* q_pack = nullptr;
   if (p_elems + q_elems > 0) {
-    pack = static_cast<T*>(t_pack_scratch.get(size_t(p_elems + q_elems + 16) * sizeof(T)));
+    const int64_t p_span = round_up(p_elems, 16);  // keeps Q 64-byte aligned
+    T* pack = static_cast<T*>(t_pack_scratch.get(size_t(p_span + q_elems) * sizeof(T)));
     if (!pack) return false;
+    p_pack = pack;
+    q_pack = pack + p_span;
   }
-  T* p_pack = pack;
-  T* q_pack = pack ? pack + ((p_elems + 15) / 16) * 16 : nullptr;
 
-  const bool parallel =
-      threading.num_threads > 1 && 2.0 * double(m) * double(n) * double(k) >= opt.min_parallel_flops;
+  const bool parallel = threading.num_threads > 1 &&
+                        2.0 * double(m) * double(n) * double(k) >= opt.min_parallel_flops;
 
   // ---- pass 1: pack P and Q blocks, sum the rows of A ----
   constexpr int64_t kRowSumChunk = 256;
-  const int64_t p_items = pl.pack_p ? pl.m_blocks : 0;
+  const int64_t p_first = pl.pack_p ? 0 : pl.m_blocks - 1;  // first M block packed
+  const int64_t p_items = pl.pack_p ? pl.m_blocks : pl.pack_p_last ? 1 : 0;
   const int64_t q_items = pl.pack_q ? pl.n_blocks : 0;
   const int64_t s_items = epilogue.a_row_sums ? ceil_div(m, kRowSumChunk) : 0;
   run_parallel(threading, parallel, 0, p_items + q_items + s_items,
-                  [&](int64_t begin, int64_t end) {
+               [&](int64_t begin, int64_t end) {
     for (int64_t it = begin; it < end; ++it) {
       if (it < p_items) {
-        const int64_t r0 = it * pl.bm;
-        pack_p_block(pl.p, r0, std::min(pl.bm, pl.M - r0), pl.bm,
-                     p_pack + it * pl.p_block_elems);
+        const int64_t mb = p_first + it;
+        const bool last = mb == pl.m_blocks - 1;
+        pack_p_block(pl.p, mb * pl.bm, last ? pl.m_last : pl.bm, last ? pl.m_last_pad : pl.bm,
+                     pl.bm, p_pack + it * pl.p_block_elems);
       } else if (it < p_items + q_items) {
         const int64_t nb = it - p_items;
         const int64_t c0 = nb * pl.bn;
@@ -339,7 +374,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
     }
   });
 
-  // ---- pass 2: one batch-reduce GEMM per output block ----
+  // ---- pass 2: batch-reduce GEMMs, one output block after the other ----
   // Blocks of the operand of the outer loop are read once, those of the inner one
   // once per outer block: cheap while all of it stays in L2.
   const bool m_outer = opt.tile_order >= 0 ? opt.tile_order == 0 : m_blocks_outer(pl);
@@ -347,7 +382,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   const T* bias = epilogue.bias;
   run_parallel(threading, parallel, 0, tiles, [&](int64_t begin, int64_t end) {
     T* tile = nullptr;
-    if (!pl.z_is_ct) {
+    if (pl.last_to_tile) {
       tile = static_cast<T*>(t_tile_scratch.get(size_t(pl.bm * pl.bn) * sizeof(T)));
       if (!tile) throw std::bad_alloc();
     }
@@ -358,23 +393,31 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
       const int64_t mi = std::min(pl.bm, pl.M - r0), ni = std::min(pl.bn, pl.N - c0);
       const int im = mb == pl.m_blocks - 1 ? 1 : 0;
       const int in = nb == pl.n_blocks - 1 ? 1 : 0;
-      const T* pp = pl.pack_p ? p_pack + mb * pl.p_block_elems : pl.p.data + r0 * pl.p.row_stride;
+      const PAccess& pa = im ? pl.p_last : pl.p_main;
+      const T* pp = !pa.packed   ? pl.p.data + r0 * pl.p.row_stride
+                    : pl.pack_p ? p_pack + mb * pl.p_block_elems
+                                : p_pack;  // only the last block is packed
       const T* qq = pl.pack_q ? q_pack + nb * pl.q_block_elems : pl.q.data + c0 * pl.q.col_stride;
-      T* z = pl.z_is_ct ? c.data + c0 * c.ld + r0 : tile;
-      if (prefill_bias) {
+      const bool to_tile = !pl.z_is_ct || (im && pl.last_to_tile);
+      T* z = to_tile ? tile : c.data + c0 * c.ld + r0;
+      const bool onto_bias = prefill_bias && !to_tile;
+      if (onto_bias) {
         for (int64_t col = 0; col < ni; ++col)
           std::memcpy(z + col * c.ld, bias + r0, size_t(mi) * sizeof(T));
       }
       for (int64_t kb = 0; kb < pl.k_full; kb += pl.chunk_blocks) {
         const auto count = static_cast<unsigned long long>(std::min(pl.chunk_blocks, pl.k_full - kb));
-        (kb == 0 && !prefill_bias ? ks.main : ks.more)[im][in](pp + kb * pl.p_k_step,
-                                                               qq + kb * pl.q_k_step, z, &count);
+        (kb == 0 && !onto_bias ? ks.first : ks.more)[im][in](pp + kb * pa.k_step,
+                                                             qq + kb * pl.q_k_step, z, &count);
       }
       if (pl.k_tail > 0) {
         const unsigned long long one = 1;
-        ks.tail[im][in](pp + pl.p_tail_offset, qq + pl.q_tail_offset, z, &one);
+        ks.tail[im][in](pp + pa.tail_offset, qq + pl.q_tail_offset, z, &one);
       }
-      if (!pl.z_is_ct) store_transposed(tile, pl.bm, mi, ni, c, r0, c0, bias);
+      if (!pl.z_is_ct)
+        store_transposed(tile, pl.bm, mi, ni, c, r0, c0, bias);
+      else if (to_tile)
+        store_columns(tile, pl.bm, mi, ni, c, c0, r0, bias);
     }
   });
   return true;

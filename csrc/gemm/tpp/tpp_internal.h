@@ -14,7 +14,9 @@
 //   Q: [N blocks][K blocks][bN][bk]     (ldb = bk)
 // and every bM x bN block of Z is one batch-reduce GEMM over the bk-deep K blocks
 // (beta = 0), plus, when bk does not divide K, one more kernel call for the K tail
-// (beta = 1). M and N remainders get their own kernels (no padding is ever read).
+// (beta = 1). N remainders get their own kernels; the last M block is zero-padded to
+// whole AVX2 vectors (LIBXSMM 1.17 runs partial vectors near scalar speed) and its Z
+// block goes through a scratch tile.
 #pragma once
 
 #include <cstddef>
@@ -55,9 +57,11 @@ template <typename T>
 void copy_2d(T* dst, int64_t ld_dst, const T* src, int64_t s_outer, int64_t s_inner,
              int64_t n_outer, int64_t n_inner);
 
-// P block: dst[kk*bm + r] = p(r0 + r, kk) for r < rows, kk < p.cols.
+// P block: dst[kk*bm + r] = p(r0 + r, kk) for r < rows, kk < p.cols; rows up to
+// pad_rows (<= bm) are zeros.
 template <typename T>
-void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t bm, T* dst);
+void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t pad_rows, int64_t bm,
+                  T* dst);
 
 // Q block: K blocks of bn x bk, dst[(kb*bn + col)*bk + kk] = q(kb*bk + kk, c0 + col)
 // for col < cols; the K tail block keeps the bn x bk footprint.
@@ -71,6 +75,11 @@ void row_sums(ConstMatrixView<T> a, int64_t r0, int64_t r1, T* sums);
 // C rows [r0, r1) = bias (or 0).
 template <typename T>
 void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias);
+
+// C(i0 + col, j0 + r) = z[r + col*ldz] (+ bias[j0 + r]) for r < rows, col < cols.
+template <typename T>
+void store_columns(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
+                   int64_t i0, int64_t j0, const T* bias);
 
 // C(i0 + r, j0 + col) = z[r + col*ldz] (+ bias[j0 + col]) for r < rows, col < cols.
 template <typename T>
@@ -90,8 +99,9 @@ struct Options {
   int64_t block_k = 0;  // K block target (0: default)
   int tile_order = -1;  // -1: auto, 0: M blocks outer, 1: N blocks outer
   int64_t chunk_k = 0;  // K depth reduced by one kernel call (0: default, ~16 KiB of P)
-  // Below this many flops (2*m*n*k) the work runs on the calling thread only.
-  double min_parallel_flops = 1 << 18;
+  // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
+  // thread only: a fork/join would cost more than it saves.
+  double min_parallel_flops = 1 << 20;
 };
 
 template <typename T>

@@ -1,5 +1,5 @@
 // Packing strided views into the blocked layouts the kernels read, and the other
-// plain memory passes of the backend (row sums, bias fill, tile transpose-out).
+// plain memory passes of the backend (row sums, bias fill, copying Z tiles out).
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -90,9 +90,16 @@ void copy_2d(T* dst, int64_t ld_dst, const T* src, int64_t s_outer, int64_t s_in
 }
 
 template <typename T>
-void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t bm, T* dst) {
+void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t pad_rows, int64_t bm,
+                  T* dst) {
   // column-major rows x K with lda = bm: outer kk, inner r
   copy_2d(dst, bm, p.data + r0 * p.row_stride, p.col_stride, p.row_stride, p.cols, rows);
+  // The padding rows only feed Z rows that are thrown away; zeros keep them cheap
+  // (no NaN or denormal arithmetic on stale memory).
+  if (pad_rows > rows) {
+    for (int64_t kk = 0; kk < p.cols; ++kk)
+      std::fill(dst + kk * bm + rows, dst + kk * bm + pad_rows, T(0));
+  }
 }
 
 template <typename T>
@@ -151,6 +158,20 @@ void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias) {
 }
 
 template <typename T>
+void store_columns(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
+                   int64_t i0, int64_t j0, const T* bias) {
+  for (int64_t col = 0; col < cols; ++col) {
+    T* out = c.data + (i0 + col) * c.ld + j0;
+    const T* in = z + col * ldz;
+    if (bias) {
+      for (int64_t r = 0; r < rows; ++r) out[r] = in[r] + bias[j0 + r];
+    } else {
+      std::memcpy(out, in, size_t(rows) * sizeof(T));
+    }
+  }
+}
+
+template <typename T>
 void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
                       int64_t i0, int64_t j0, const T* bias) {
   // C(i0 + r, j0 + col) = z[col*ldz + r]: z holds `cols` columns of `rows` elements
@@ -159,7 +180,9 @@ void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, Outpu
 
 #define EML_TPP_INSTANTIATE(T)                                                                \
   template void copy_2d<T>(T*, int64_t, const T*, int64_t, int64_t, int64_t, int64_t);       \
-  template void pack_p_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, T*);          \
+  template void pack_p_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, int64_t, T*); \
+  template void store_columns<T>(const T*, int64_t, int64_t, int64_t, OutputMatrix<T>,       \
+                                 int64_t, int64_t, const T*);                                \
   template void pack_q_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, int64_t, T*); \
   template void row_sums<T>(ConstMatrixView<T>, int64_t, int64_t, T*);                       \
   template void fill_rows<T>(OutputMatrix<T>, int64_t, int64_t, const T*);                   \

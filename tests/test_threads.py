@@ -1,0 +1,239 @@
+"""Many Python threads in eml:: forward and backward at once; backend switches under load.
+
+The ops release the GIL, so the threads really run the kernels concurrently (each also
+using torch's intra-op pool of 1 or 2 threads). Every result is compared with F.linear's,
+computed before the threads start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eml_ops
+from tests.conftest import BACKENDS, tolerance
+
+N_THREADS = 8
+
+# (m, k, n, bias, dtype, input shape prefix): tiny to a few hundred, some N-D, some float64.
+SHAPES = [
+    (1, 1, 1, False, torch.float32),
+    (1, 7, 3, True, torch.float32),
+    (5, 16, 9, True, torch.float64),
+    (33, 65, 17, False, torch.float32),
+    (64, 128, 96, True, torch.float32),
+    (3, 257, 2, True, torch.float64),
+    (257, 3, 130, False, torch.float32),
+    (200, 300, 150, True, torch.float32),
+    (96, 111, 64, True, torch.float64),
+]
+
+
+@dataclass
+class Case:
+    """Inputs and the expected results, computed with F.linear before the threads start."""
+
+    x: torch.Tensor
+    w: torch.Tensor
+    b: torch.Tensor | None
+    grad: torch.Tensor
+    expected: list[torch.Tensor]  # y, dL/dx, dL/dw (, dL/db)
+    reductions: list[int]
+
+    @property
+    def params(self) -> list[torch.Tensor]:
+        return [t for t in (self.x, self.w, self.b) if t is not None]
+
+
+def make_cases() -> list[Case]:
+    gen = torch.Generator().manual_seed(1234)
+    cases = []
+    for index, (m, k, n, with_bias, dtype) in enumerate(SHAPES):
+        # Every third case is N-D ([2, m, k]).
+        prefix = (2, m) if index % 3 == 2 else (m,)
+        x = torch.randn(*prefix, k, generator=gen, dtype=dtype, requires_grad=True)
+        w = torch.randn(n, k, generator=gen, dtype=dtype, requires_grad=True)
+        b = torch.randn(n, generator=gen, dtype=dtype, requires_grad=True) if with_bias else None
+        grad = torch.randn(*prefix, n, generator=gen, dtype=dtype)
+        y = F.linear(x, w, b)
+        expected = [y.detach(), *torch.autograd.grad(y, [t for t in (x, w, b) if t is not None],
+                                                     grad)]
+        rows = x.numel() // k
+        cases.append(Case(x, w, b, grad, expected, [k, n, rows, rows]))
+    return cases
+
+
+def check(case: Case, use_op: str) -> None:
+    """One forward and backward through eml_ops, compared with the expected results."""
+    if use_op == "module":
+        y = torch.ops.eml.linear(case.x, case.w, case.b)
+        got = [y.detach(), *torch.autograd.grad(y, case.params, case.grad)]
+    else:  # the two ops directly, without autograd
+        y = torch.ops.eml.linear_forward(case.x.detach(), case.w.detach(),
+                                         None if case.b is None else case.b.detach())
+        mask = [True, True, case.b is not None]
+        grads = torch.ops.eml.linear_backward(case.grad, case.x.detach(), case.w.detach(), mask)
+        got = [y, *(g for g in grads if g is not None)]
+    assert len(got) == len(case.expected)
+    reductions = case.reductions[: len(case.expected)]
+    for actual, expected, reduction in zip(got, case.expected, reductions, strict=True):
+        torch.testing.assert_close(actual, expected, **tolerance(expected.dtype, reduction))
+
+
+def run_threads(cases: list[Case], iterations: int, stop: threading.Event | None = None) -> int:
+    """N_THREADS threads, each checking `iterations` cases (shifted per thread); raises the
+    first failure of any thread. Returns the number of checks done."""
+    barrier = threading.Barrier(N_THREADS)
+    errors: list[BaseException] = []
+    done = [0] * N_THREADS
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait()
+            for step in range(iterations):
+                case = cases[(index * 5 + step) % len(cases)]
+                check(case, "module" if (index + step) % 2 else "ops")
+                done[index] += 1
+        except BaseException as error:  # reported to the main thread below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    if stop is not None:
+        stop.set()
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+    return sum(done)
+
+
+@pytest.fixture(params=[1, 2])
+def num_threads(request: pytest.FixtureRequest) -> Iterator[int]:
+    """torch's intra-op thread count during the test (restored afterwards)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    try:
+        yield request.param
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_concurrent_forward_and_backward(backend: str, num_threads: int) -> None:
+    cases = make_cases()
+    iterations = 2 * len(cases) if backend != "reference" else len(cases)
+    assert run_threads(cases, iterations) == N_THREADS * iterations
+    assert eml_ops.get_backend() == backend
+
+
+def test_concurrent_training_of_shared_model(backend: str, num_threads: int) -> None:
+    # Threads train their own copies of a model and a shared read-only one in parallel:
+    # the same parameters read by many backward passes at once.
+    torch.manual_seed(0)
+    shared = eml_ops.Layer(40, 30, bias=True)
+    inputs = [torch.randn(16, 40) for _ in range(N_THREADS)]
+    expected_grads = []
+    for x in inputs:
+        y = F.linear(x, shared.weight, shared.bias)
+        expected_grads.append(torch.autograd.grad(y.square().sum(), [shared.weight, shared.bias]))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(N_THREADS)
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait()
+            for _ in range(20):
+                grads = torch.autograd.grad(shared(inputs[index]).square().sum(),
+                                            [shared.weight, shared.bias])
+                for got, want in zip(grads, expected_grads[index], strict=True):
+                    torch.testing.assert_close(got, want, **tolerance(torch.float32, 40))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture
+def restore_selection() -> Iterator[None]:
+    """Put the backend and the ISA back as they were."""
+    backend, isa = eml_ops.get_backend(), eml_ops._C.get_isa()
+    try:
+        yield
+    finally:
+        eml_ops.set_backend(backend)
+        eml_ops._C.set_isa(isa)
+
+
+def test_switching_backend_and_isa_while_threads_compute(num_threads: int,
+                                                         restore_selection: None) -> None:
+    # One thread keeps switching the backend (and the blocked GEMM's ISA) while eight compute;
+    # whatever backend a call ran on, its results must be right, and nothing may crash.
+    cases = make_cases()
+    # The plain-loop reference backend is slow on the large cases: keep to the small ones.
+    small = [c for c in cases if c.x.numel() * c.w.shape[0] <= 64 * 128 * 96]
+    isas = ["generic", "avx2"] if eml_ops._C.detected_isa() == "avx2" else ["generic"]
+    stop = threading.Event()
+    switches = [0]
+    seen: set[str] = set()
+
+    def switcher() -> None:
+        for name, isa in itertools.cycle(itertools.product(BACKENDS, isas)):
+            if stop.is_set():
+                return
+            eml_ops.set_backend(name)
+            eml_ops._C.set_isa(isa)
+            seen.add(eml_ops.get_backend())
+            switches[0] += 1
+            stop.wait(0.0005)
+
+    thread = threading.Thread(target=switcher)
+    thread.start()
+    try:
+        checks = run_threads(small, 6 * len(small), stop)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert checks == N_THREADS * 6 * len(small)
+    assert seen == set(BACKENDS), "the switcher did not visit every backend"
+    assert switches[0] >= len(BACKENDS) * len(isas)
+
+
+def test_use_backend_in_many_threads_restores_a_valid_backend(restore_selection: None) -> None:
+    # use_backend is process-wide: racing blocks must leave some valid backend selected and
+    # never corrupt the selection (get_backend always names an available backend).
+    cases = make_cases()[:4]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(N_THREADS)
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait()
+            for step in range(30):
+                with eml_ops.use_backend(BACKENDS[(index + step) % len(BACKENDS)]):
+                    assert eml_ops.get_backend() in BACKENDS
+                    check(cases[step % len(cases)], "module")
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    if errors:
+        raise errors[0]
+    assert eml_ops.get_backend() in BACKENDS
