@@ -60,6 +60,7 @@ class BuildExtensionKeepingObjects(BuildExtension):
     """
 
     def finalize_options(self) -> None:
+        """Pin build_temp to build/temp-{release,sanitize}."""
         super().finalize_options()
         flavour = "sanitize" if os.environ.get("EML_OPS_SANITIZE") == "1" else "release"
         self.build_temp = str(ROOT / "build" / f"temp-{flavour}")
@@ -75,7 +76,11 @@ if libxsmm is not None:
     link_args += ["-Wl,--exclude-libs,ALL", *libxsmm["libs"]]
     macros.append(("EML_OPS_WITH_LIBXSMM", "1"))
 if os.environ.get("EML_OPS_SANITIZE") == "1":
-    sanitizers = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    sanitizers = [
+        "-fsanitize=address,undefined",
+        "-fno-omit-frame-pointer",
+        "-fno-sanitize-recover=undefined",
+    ]
     compile_args = [arg for arg in compile_args if arg != "-O3"] + ["-O1", "-g", *sanitizers]
     link_args += sanitizers
 

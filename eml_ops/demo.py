@@ -59,7 +59,7 @@ def main() -> int:
     expected = next(iter(results.values()))
     all_agree = True
     for name, (y, grad_x, grad_w) in results.items():
-        agrees = all(torch.equal(a, b) for a, b in zip((y, grad_x, grad_w), expected))
+        agrees = all(torch.equal(a, b) for a, b in zip((y, grad_x, grad_w), expected, strict=True))
         all_agree &= agrees
         print(f"\n== {name}: {'agrees' if agrees else 'DIFFERS'}")
         print(f"Y =\n{y}\ndL/dX =\n{grad_x}\ndL/dW =\n{grad_w}")

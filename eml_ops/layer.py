@@ -85,7 +85,8 @@ class Layer(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.in_features = i_n_features_input
         self.out_features = i_n_features_output
-        self.weight = nn.Parameter(torch.empty((i_n_features_output, i_n_features_input), **factory))
+        shape = (i_n_features_output, i_n_features_input)
+        self.weight = nn.Parameter(torch.empty(shape, **factory))
         if bias:
             self.bias = nn.Parameter(torch.empty(i_n_features_output, **factory))
         else:
@@ -113,7 +114,7 @@ class Layer(nn.Module):
 
     @classmethod
     def from_linear(cls, module: nn.Linear) -> "Layer":
-        """A Layer that holds ``module``'s parameters themselves (the same Parameter objects)."""
+        """Build a Layer holding ``module``'s own Parameter objects (no copies)."""
         layer = cls(
             module.in_features,
             module.out_features,

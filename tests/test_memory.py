@@ -4,7 +4,7 @@ Each backend trains in a fresh process, so allocations of other tests do not dis
 measurement: resident set size (RSS, /proc/self/statm) after a warm-up, then after many more
 steps; the growth must stay under a generous bound. A leak of even one small buffer per step
 (e.g. a packing workspace, a bias-gradient scratch, a JIT kernel per call) would exceed it:
-20,000 steps x 3 ops x >= 1 KiB is already more than 64 MiB.
+20,000 steps x 3 ops x >= 2 KiB is already more than 64 MiB.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_forward_and_backward_match_f_linear(backend: str, dtype: torch.dtype) -
         params = [t for t in (x, w, b) if t is not None]
         expected_grads = torch.autograd.grad(expected, params, grad)
         actual_grads = torch.autograd.grad(actual, params, grad)
-        for a, e in zip(actual_grads, expected_grads):
+        for a, e in zip(actual_grads, expected_grads, strict=True):
             torch.testing.assert_close(a, e, **tolerance(dtype, max(x.numel(), 1)))
 
 

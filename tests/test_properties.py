@@ -3,6 +3,9 @@ over shapes (1-D, N-D, zero-size), layouts (transposed, sliced, expanded) and bi
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from hypothesis import given
@@ -10,6 +13,23 @@ from hypothesis import strategies as st
 
 import eml_ops
 from tests.conftest import BACKENDS, tolerance
+
+# The blocked GEMM's micro-kernels: the CPU's best and the portable ones.
+ISAS = sorted({eml_ops._C.detected_isa(), "generic"})
+
+
+@contextlib.contextmanager
+def running_on(problem: dict) -> Iterator[None]:
+    """Select the problem's backend, ISA and thread count; restore them afterwards."""
+    isa, threads = eml_ops._C.get_isa(), torch.get_num_threads()
+    eml_ops._C.set_isa(problem["isa"])
+    torch.set_num_threads(problem["threads"])
+    try:
+        with eml_ops.use_backend(problem["backend"]):
+            yield
+    finally:
+        eml_ops._C.set_isa(isa)
+        torch.set_num_threads(threads)
 
 LAYOUTS = ["contiguous", "transposed", "sliced", "expanded"]
 
@@ -43,6 +63,8 @@ def linear_problems(draw: st.DrawFn) -> dict:
         "bias": draw(st.sampled_from([None, "contiguous", "sliced"])),
         "dtype": draw(st.sampled_from([torch.float32, torch.float64])),
         "backend": draw(st.sampled_from(BACKENDS)),
+        "isa": draw(st.sampled_from(ISAS)),
+        "threads": draw(st.sampled_from([1, 2])),
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
 
@@ -63,7 +85,7 @@ def build(problem: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | Non
 @given(linear_problems())
 def test_forward_matches_f_linear_and_float64(problem: dict) -> None:
     x, w, b = build(problem)
-    with eml_ops.use_backend(problem["backend"]):
+    with running_on(problem):
         actual = eml_ops.linear(x, w, b)
     expected = F.linear(x, w, b)
     reference = F.linear(x.double(), w.double(), None if b is None else b.double())
@@ -81,7 +103,7 @@ def test_gradients_match_f_linear_and_float64(problem: dict) -> None:
     generator = torch.Generator().manual_seed(problem["seed"] + 1)
     out_shape = [*problem["batch"], problem["out_features"]]
     grad = torch.randn(out_shape, generator=generator, dtype=problem["dtype"])
-    with eml_ops.use_backend(problem["backend"]):
+    with running_on(problem):
         actual = torch.autograd.grad(eml_ops.linear(*params), params, grad, allow_unused=True)
     expected = torch.autograd.grad(F.linear(*params), params, grad, allow_unused=True)
     reference = torch.autograd.grad(F.linear(*reference_params), reference_params,

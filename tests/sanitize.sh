@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer run of eml_ops, beside the release build:
+#
+#   1. builds eml_ops._C with EML_OPS_SANITIZE=1 (setup.py adds -fsanitize=address,undefined
+#      -fno-sanitize-recover=undefined -O1 -g) into build/sanitize/ (objects in
+#      build/temp-sanitize/); the release build (eml_ops/_C*.so, build/temp-release/) is not
+#      touched;
+#   2. copies the Python files of eml_ops/ next to the built .so (build/sanitize/eml_ops/);
+#   3. builds and runs the standalone GEMM test (tests/cpp/test_gemm.cpp) with the sanitizers;
+#   4. runs the kernel and op tests against the sanitized package, with libasan preloaded,
+#      checking inside pytest (and every xdist worker) that eml_ops and eml_ops._C really come
+#      from build/sanitize/ and that the ASan runtime is loaded.
+#
+# Exits non-zero on any test failure and on any sanitizer report: reports halt the process
+# that hit them (ASan by default, UBSan through -fno-sanitize-recover / halt_on_error) and are
+# also written to build/sanitize/logs/, which must stay empty, so that a report in a child
+# process whose failure something swallowed still fails the run.
+#
+# Usage: tests/sanitize.sh [extra pytest args]       (MAX_JOBS / SANITIZE_JOBS: parallelism)
+# Takes several minutes, mostly the sanitized compile (see the timings it prints).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+PY="${PY:-$root/.venv/bin/python}"
+out="$root/build/sanitize"
+logs="$out/logs"
+jobs="${SANITIZE_JOBS:-${MAX_JOBS:-$(nproc)}}"
+start=$SECONDS
+phase() { echo "== [$((SECONDS - start)) s] $*"; }
+
+# 1. The sanitized extension.
+phase "building the sanitized extension into build/sanitize (MAX_JOBS=$jobs)"
+mkdir -p "$out"
+EML_OPS_SANITIZE=1 MAX_JOBS="$jobs" "$PY" setup.py -q build_ext --build-lib "$out"
+so="$(ls "$out"/eml_ops/_C*.so)"
+
+# 2. The Python files of the package beside it (stale copies removed first).
+rm -f "$out"/eml_ops/*.py
+cp eml_ops/*.py "$out/eml_ops/"
+
+# The ASan runtime the .so was linked against; it must be loaded before anything else
+# (python itself is not instrumented), hence LD_PRELOAD. libubsan is an ordinary dependency
+# of the .so and needs no preloading.
+libasan="$(ldd "$so" | awk '/libasan/ {print $3}')"
+if [[ -z "$libasan" || ! -f "$libasan" ]]; then
+  echo "sanitize.sh: $so is not linked against libasan" >&2
+  exit 1
+fi
+if ! ldd "$so" | grep -q libubsan; then
+  echo "sanitize.sh: $so is not linked against libubsan" >&2
+  exit 1
+fi
+
+rm -rf "$logs"
+mkdir -p "$logs"
+# detect_leaks=0: CPython (and libtorch's static registries) do not free everything at exit,
+# so LeakSanitizer would report thousands of interpreter "leaks" that are not ours; leaks of
+# the kernels are covered by tests/test_memory.py instead. Everything else stays on.
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=1:log_path=$logs/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
+
+fail=0
+check_logs() {
+  if compgen -G "$logs/*" > /dev/null; then
+    echo "sanitize.sh: sanitizer reports ($1):" >&2
+    for report in "$logs"/*; do
+      echo "--- $report" >&2
+      cat "$report" >&2
+    done
+    fail=1
+  fi
+}
+
+# 3. The GEMM library on its own, built with the same sanitizers (tests/cpp/run.sh, its
+#    objects in our folder rather than the shared /tmp one).
+phase "standalone GEMM test with ASan+UBSan"
+mkdir -p "$out/tmp"
+if ! TMPDIR="$out/tmp" \
+    EXTRA_CXXFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+    bash tests/cpp/run.sh; then
+  echo "sanitize.sh: the standalone GEMM test failed" >&2
+  fail=1
+fi
+check_logs "standalone GEMM test"
+
+# 4. The op tests against the sanitized package. `python -P` keeps the working directory off
+#    sys.path (it would put the release eml_ops/ first); PYTHONPATH puts build/sanitize before
+#    the repository (which provides the `tests` package). The plugin below fails the session
+#    in every pytest process unless both eml_ops and eml_ops._C come from build/sanitize and
+#    libasan is loaded.
+cat > "$out/eml_ops_sanitize_check.py" <<'EOF'
+"""pytest plugin of tests/sanitize.sh: are we testing the sanitized build?"""
+
+import os
+
+import pytest
+
+
+def pytest_configure(config):
+    import eml_ops
+
+    root = os.environ["EML_OPS_SANITIZED_ROOT"] + os.sep
+    for path in (eml_ops.__file__, eml_ops._C.__file__):
+        if not os.path.realpath(path).startswith(root):
+            raise pytest.UsageError(f"not the sanitized build: {path} is outside {root}")
+    with open("/proc/self/maps") as maps:
+        if "libasan" not in maps.read():
+            raise pytest.UsageError("the ASan runtime is not loaded")
+    print(f"sanitize.sh: testing {eml_ops._C.__file__}")
+EOF
+
+phase "op tests against build/sanitize"
+tests=(tests/test_ops.py tests/test_errors.py tests/test_properties.py tests/test_reliability.py
+       tests/test_threads.py)
+# tests/test_memory.py is left out on purpose: ASan's quarantine holds freed memory back
+# (256 MiB by default), so resident memory is not expected to stay flat under ASan.
+xdist=()
+if [[ "$jobs" -gt 1 ]] && "$PY" -c "import xdist" 2> /dev/null; then
+  xdist=(-n "$jobs")
+fi
+if ! EML_OPS_SANITIZED_ROOT="$out" PYTHONPATH="$out:$root" PYTHONMALLOC=malloc \
+    LD_PRELOAD="$libasan${LD_PRELOAD:+:$LD_PRELOAD}" \
+    "$PY" -P -m pytest -p eml_ops_sanitize_check -p no:cacheprovider -q "${xdist[@]}" \
+    "${tests[@]}" "$@"; then
+  echo "sanitize.sh: tests failed under the sanitizers" >&2
+  fail=1
+fi
+check_logs "op tests"
+
+phase "done: $([[ $fail -eq 0 ]] && echo clean || echo FAILED)"
+exit "$fail"
