@@ -370,17 +370,23 @@ double best_seconds(const std::function<void()>& run, double budget_seconds) {
   return best;
 }
 
-// Forward layout: A = X (m x k, row-major), B = W^T with W (n x k) row-major.
+// The three products of a linear layer, chosen by BENCH_LAYOUT:
+//   fwd (default): A = X (m x k, row-major), B = W^T with W (n x k) row-major
+//   gi: A = G (m x k) row-major, B = W (k x n) row-major (grad_input)
+//   gw: A = G^T with G (k x m) row-major, B = X (k x n) row-major (grad_weight)
 template <typename T>
 void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, double budget) {
   std::mt19937 rng(1);
-  Operand<T> x = make_operand<T>(m, k, Layout::row_major, rng);
-  Operand<T> w_t = make_operand<T>(k, n, Layout::col_major, rng);
-  std::vector<T> bias(n, T(0.5)), out(m * n);
+  const char* layout_env = std::getenv("BENCH_LAYOUT");
+  const std::string layout = layout_env != nullptr ? layout_env : "fwd";
+  Operand<T> a = make_operand<T>(m, k, layout == "gw" ? Layout::col_major : Layout::row_major, rng);
+  Operand<T> b = make_operand<T>(k, n, layout == "fwd" ? Layout::col_major : Layout::row_major, rng);
+  std::vector<T> bias(n, T(0.5)), out(m * n), row_sums(m);
   Epilogue<T> epilogue;
-  epilogue.bias = bias.data();
+  if (layout == "fwd") epilogue.bias = bias.data();
+  if (layout == "gw") epilogue.a_row_sums = row_sums.data();
   const double seconds = best_seconds<T>(
-      [&] { blocked_gemm<T>(x.view, w_t.view, {out.data(), m, n, n}, epilogue, threading); },
+      [&] { blocked_gemm<T>(a.view, b.view, {out.data(), m, n, n}, epilogue, threading); },
       budget);
   std::printf("%s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
               sizeof(T) == 4 ? "f32" : "f64", threading.num_threads, static_cast<long long>(m),

@@ -141,12 +141,12 @@ std::string describe(const Case& cs, const char* type) {
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d sums=%d threads=%d orient=%d "
-                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld public=%d",
+                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld order=%d public=%d",
                 type, (long long)cs.m, (long long)cs.n, (long long)cs.k, layout_name(cs.layout_a),
                 layout_name(cs.layout_b), cs.bias, cs.row_sums, cs.threads, cs.opt.orientation,
                 cs.opt.force_pack_p, cs.opt.force_pack_q, (long long)cs.opt.block_m,
                 (long long)cs.opt.block_n, (long long)cs.opt.block_k,
-                (long long)cs.opt.chunk_k, cs.use_public_api);
+                (long long)cs.opt.chunk_k, cs.opt.tile_order, cs.use_public_api);
   return buf;
 }
 
@@ -315,6 +315,7 @@ int run_tests() {
       cs.opt.block_n = bl[1];
       cs.opt.block_k = bl[2];
       cs.opt.chunk_k = bl[3];
+      cs.opt.tile_order = int(pick(3)) - 1;
       cs.opt.min_parallel_flops = 0;
       run_typed(cs, rng);
     }

@@ -19,7 +19,8 @@ namespace eml::gemm::blocked {
 // Tuning builds only: the cache blocks come from the environment.
 inline int64_t block_from_env(const char* name, int64_t fallback) {
   const char* value = std::getenv(name);
-  return value != nullptr ? std::atoll(value) : fallback;
+  const int64_t parsed = value != nullptr ? std::atoll(value) : 0;
+  return parsed > 0 ? parsed : fallback;
 }
 #define EML_GEMM_BLOCK(name, env, value) static inline const int64_t name = block_from_env(env, value)
 #else

@@ -191,12 +191,12 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
     const int64_t ldb_n = pl.N == 1 ? pl.bk : q.col_stride;
     const int64_t ldb_t = pl.K == 1 ? pl.bn : q.row_stride;
     const bool ok_n = (q.row_stride == 1 || pl.K == 1) && ldb_n >= pl.bk && ldb_n <= kInt32Max;
-    // TRANS_B reads Q row by row (one row per k): rows that alias are evicted before
-    // the kernel's next pass over them.
+    // TRANS_B reads Q row by row (one row per k), each cache line of a row once per
+    // few columns of Z within one kernel call: rows that alias in L1 are evicted in
+    // between, so any conflict makes packing worth it.
     const bool ok_t = (q.col_stride == 1 || pl.N == 1) && ldb_t >= pl.bn && ldb_t <= kInt32Max &&
                       (!many_k || pl.bk * ldb_t * sz <= kInt32Max) &&
-                      !worth_packing(l1_conflicts(ldb_t * sz, pl.bn * sz, std::min(pl.K, chunk_k)),
-                                     pl.m_blocks * 8);
+                      l1_conflicts(ldb_t * sz, pl.bn * sz, std::min(pl.K, chunk_k)) == 0;
     if (!opt.force_pack_q && (ok_n || ok_t)) {
       pl.q_trans = !ok_n;
       pl.ldb = ok_n ? ldb_n : ldb_t;
@@ -223,7 +223,7 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   // Estimated time, in flops: the kernels' flops scaled by how well each M block fills
   // AVX2 vectors, plus the copies (a transposing copy is strided on one side).
   constexpr double kCopyFlops = 8, kTransposeFlops = 20;
-  const double m_cost = double(pl.m_blocks - 1) * pl.bm / m_efficiency<T>(pl.bm) +
+  const double m_cost = double(pl.m_blocks - 1) * double(pl.bm) / m_efficiency<T>(pl.bm) +
                         double(pl.m_last_pad) / m_efficiency<T>(pl.m_last_pad);
   const double p_copy = p.row_stride == 1 ? kCopyFlops : kTransposeFlops;
   const double q_copy = q.row_stride == 1 ? kCopyFlops : kTransposeFlops;
@@ -242,8 +242,8 @@ bool m_blocks_outer(const Plan<T>& pl) {
   constexpr double kL2Bytes = 512 * 1024;  // per core, on the machines we tune for
   const double p_bytes = double(pl.M) * double(pl.K) * sizeof(T);
   const double q_bytes = double(pl.K) * double(pl.N) * sizeof(T);
-  const double m_outer = p_bytes + (q_bytes <= kL2Bytes / 2 ? q_bytes : pl.m_blocks * q_bytes);
-  const double n_outer = q_bytes + (p_bytes <= kL2Bytes / 2 ? p_bytes : pl.n_blocks * p_bytes);
+  const double m_outer = p_bytes + (q_bytes <= kL2Bytes / 2 ? q_bytes : double(pl.m_blocks) * q_bytes);
+  const double n_outer = q_bytes + (p_bytes <= kL2Bytes / 2 ? p_bytes : double(pl.n_blocks) * p_bytes);
   return m_outer <= n_outer;
 }
 

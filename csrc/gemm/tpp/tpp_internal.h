@@ -4,19 +4,22 @@
 //     Z (M x N) = sum_{i < count} P_i (M x K) · Q_i (K x N)
 // with Z, P, Q column-major (Q may instead be stored transposed: TRANS_B). Our
 // row-major C = A·B is mapped onto that in one of two orientations:
-//   kZIsCT: Z = C^T (written straight into C, ldc = c.ld); P = B^T, Q = A^T;
-//           M = n, N = m.
+//   kZIsCT: Z = C^T (written straight into C, ldc = c.ld, onto the bias written
+//           there first); P = B^T, Q = A^T; M = n, N = m.
 //   kZIsC:  Z = C (a column-major tile in a scratch buffer, then transposed into
 //           C together with the bias); P = A, Q = B; M = m, N = n.
-// Each of P and Q is either read in place (when its strides already are what a
-// kernel needs) or packed into a blocked layout:
+// The planner picks the orientation with the lower estimated cost (kernel efficiency
+// of the M blocking + copies). Each of P and Q is either read in place (when its
+// strides already are what a kernel needs and its leading dimension does not thrash
+// L1) or packed into a blocked layout (the missing TRANS_A is absorbed here):
 //   P: [M blocks][K][bM]                (= [M blocks][K blocks][bk][bM], lda = bM)
 //   Q: [N blocks][K blocks][bN][bk]     (ldb = bk)
-// and every bM x bN block of Z is one batch-reduce GEMM over the bk-deep K blocks
-// (beta = 0), plus, when bk does not divide K, one more kernel call for the K tail
-// (beta = 1). N remainders get their own kernels; the last M block is zero-padded to
+// Every bM x bN block of Z is a few batch-reduce GEMM calls, each over the bk-deep
+// K blocks of one K chunk (~16 KiB of P, kept in L1): beta = 0 for the first chunk
+// (beta = 1 onto a bias), 1 after; when bk does not divide K one more call adds the
+// K tail. N remainders get their own kernels; the last M block is zero-padded to
 // whole AVX2 vectors (LIBXSMM 1.17 runs partial vectors near scalar speed) and its Z
-// block goes through a scratch tile.
+// block goes through a scratch tile. Output blocks are split over threads.
 #pragma once
 
 #include <cstddef>
