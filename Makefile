@@ -22,12 +22,17 @@ bench: $(BUILD_STAMP)
 	$(PY) -m eml_ops bench $(BENCH_ARGS)
 
 lint: $(DEPS_STAMP)
-	$(PY) -m ruff check eml_ops tests examples benchmarks 2>/dev/null || $(PY) -m ruff check eml_ops tests
+	$(PY) -m ruff check .
 
 # The GEMM library on its own (no torch): plain g++ builds, both ISAs.
 cpp-test:
 	bash tests/cpp/run.sh
 	if [ -f tests/cpp/run_tpp.sh ] && pkg-config --exists libxsmm; then bash tests/cpp/run_tpp.sh; fi
+
+# ASan + UBSan build into build/sanitize (the release build is untouched), then the kernel
+# and op tests against it.
+sanitize: $(BUILD_STAMP)
+	bash tests/sanitize.sh $(PYTEST_ARGS)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

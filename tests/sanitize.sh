@@ -40,11 +40,15 @@ rm -f "$out"/eml_ops/*.py
 cp eml_ops/*.py "$out/eml_ops/"
 
 # The ASan runtime the .so was linked against; it must be loaded before anything else
-# (python itself is not instrumented), hence LD_PRELOAD. libubsan is an ordinary dependency
-# of the .so and needs no preloading.
+# (python itself is not instrumented), hence LD_PRELOAD. libstdc++ is preloaded right after
+# it: ASan looks up the real __cxa_throw when it starts, and python does not load libstdc++
+# until torch is imported, so without it every C++ exception (each TORCH_CHECK that fires)
+# dies with "CHECK failed: ... real___cxa_throw != 0". libubsan is an ordinary dependency of
+# the .so and needs no preloading.
 libasan="$(ldd "$so" | awk '/libasan/ {print $3}')"
-if [[ -z "$libasan" || ! -f "$libasan" ]]; then
-  echo "sanitize.sh: $so is not linked against libasan" >&2
+libstdcxx="$(ldd "$so" | awk '/libstdc\+\+/ {print $3}')"
+if [[ -z "$libasan" || ! -f "$libasan" || -z "$libstdcxx" || ! -f "$libstdcxx" ]]; then
+  echo "sanitize.sh: $so is not linked against libasan and libstdc++" >&2
   exit 1
 fi
 if ! ldd "$so" | grep -q libubsan; then
@@ -117,10 +121,11 @@ tests=(tests/test_ops.py tests/test_errors.py tests/test_properties.py tests/tes
 # (256 MiB by default), so resident memory is not expected to stay flat under ASan.
 xdist=()
 if [[ "$jobs" -gt 1 ]] && "$PY" -c "import xdist" 2> /dev/null; then
-  xdist=(-n "$jobs")
+  # A crashed worker is restarted (its test fails); allow enough restarts to finish the run.
+  xdist=(-n "$jobs" --max-worker-restart=50)
 fi
 if ! EML_OPS_SANITIZED_ROOT="$out" PYTHONPATH="$out:$root" PYTHONMALLOC=malloc \
-    LD_PRELOAD="$libasan${LD_PRELOAD:+:$LD_PRELOAD}" \
+    LD_PRELOAD="$libasan:$libstdcxx${LD_PRELOAD:+:$LD_PRELOAD}" \
     "$PY" -P -m pytest -p eml_ops_sanitize_check -p no:cacheprovider -q "${xdist[@]}" \
     "${tests[@]}" "$@"; then
   echo "sanitize.sh: tests failed under the sanitizers" >&2

@@ -1,7 +1,7 @@
 """Reliability: bad input in processes of their own, odd but valid input against F.linear.
 
 Bad input: every case runs in a separate process (forked from a server that has imported torch
-and eml_ops once, so a case costs milliseconds, not a Python start-up), loops over every
+once, so a case costs a fraction of a second, not a Python start-up), loops over every
 backend inside, and reports each backend's exception. A crash (segfault, abort, sanitizer
 report) fails that one case, never the run.
 
@@ -63,11 +63,16 @@ _CONTEXT: multiprocessing.context.BaseContext | None = None
 
 
 def _fork_context() -> multiprocessing.context.BaseContext:
-    """A forkserver context whose server has imported torch and eml_ops (once per process)."""
+    """A forkserver context whose server has imported torch (once per test process).
+
+    eml_ops is imported by each child, after multiprocessing has given it this process's
+    sys.path: the server itself may resolve imports differently (its sys.path starts with the
+    working directory), which would load the release build under tests/sanitize.sh.
+    """
     global _CONTEXT
     if _CONTEXT is None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["torch", "eml_ops"])
+        context.set_forkserver_preload(["torch"])
         _CONTEXT = context
     return _CONTEXT
 

@@ -1,14 +1,36 @@
 #!/usr/bin/env bash
 # Builds and runs the standalone GEMM test with the extension's flags (no -march):
-#   tests/cpp/run.sh                  correctness tests
-#   tests/cpp/run.sh bench [threads] [m n k]   GFLOP/s of the forward layout
-# EXTRA_CXXFLAGS adds flags (e.g. -DEML_GEMM_MC_F32=... for block-size tuning).
+#   tests/cpp/run.sh                           correctness tests (exit 1 on failure)
+#   tests/cpp/run.sh bench [threads [m n k]]   GFLOP/s, forward layout (see test_gemm.cpp)
+# EXTRA_CXXFLAGS adds compiler flags, e.g. -fsanitize=address,undefined, or
+# -DEML_GEMM_TUNABLE_BLOCKS to read the cache blocks from the environment.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${TMPDIR:-/tmp}/eml_ops_test_gemm"
 mkdir -p "$build"
+sources=("$root"/csrc/gemm/*.cpp "$root"/csrc/gemm/blocked/*.cpp "$root/tests/cpp/test_gemm.cpp")
+flags="-O3 -std=c++17 -fPIC -Wall -Wextra ${EXTRA_CXXFLAGS:-} -I$root/csrc"
+# One compiler per core; objects are named after their paths, which are unique.
+printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -I{} sh -c \
+  'src="$1"; obj="$2/$(echo "${src#$3/}" | tr / _).o"; g++ $4 -c "$src" -o "$obj"' \
+  _ {} "$build" "$root" "$flags"
+objects=()
+for src in "${sources[@]}"; do objects+=("$build/$(echo "${src#"$root"/}" | tr / _).o"); done
 # shellcheck disable=SC2086
-g++ -O3 -std=c++17 -fPIC -Wall -Wextra ${EXTRA_CXXFLAGS:-} -I"$root/csrc" \
-  "$root"/csrc/gemm/*.cpp "$root"/csrc/gemm/blocked/*.cpp "$root/tests/cpp/test_gemm.cpp" \
-  -pthread -o "$build/test_gemm"
-exec "$build/test_gemm" "$@"
+g++ ${EXTRA_CXXFLAGS:-} "${objects[@]}" -pthread -o "$build/test_gemm"
+if [[ $# -gt 0 ]]; then
+  exec "$build/test_gemm" "$@"
+fi
+"$build/test_gemm"
+# The EML_OPS_ISA override, read once at start-up.
+detected="$(env -u EML_OPS_ISA "$build/test_gemm" active-isa)"
+for request in generic avx2 bogus; do
+  want="$detected"
+  [[ $request == generic ]] && want=generic
+  got="$(EML_OPS_ISA=$request "$build/test_gemm" active-isa)"
+  if [[ $got != "$want" ]]; then
+    echo "FAIL: EML_OPS_ISA=$request gave active ISA $got, want $want" >&2
+    exit 1
+  fi
+done
+echo "EML_OPS_ISA override: ok (detected $detected)"

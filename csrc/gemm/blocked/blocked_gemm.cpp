@@ -62,6 +62,9 @@ void gemm_on_this_thread(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstM
     case Path::broadcast:
       broadcast_gemm(kernels, a, b, c, bias);
       break;
+    case Path::stream:
+      stream_gemm(kernels, a, b, c, bias);
+      break;
     case Path::automatic:
     case Path::packed:
       packed_gemm(kernels, a, b, c, bias, row_sums);

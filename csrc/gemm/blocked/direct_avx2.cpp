@@ -144,8 +144,8 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a
     }
   }
   for (; p < k; ++p) {
-    broadcast_step<T, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb, masks,
-                                      acc[0]);
+    broadcast_step<T, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb,
+                                      masks, acc[0]);
   }
 #pragma GCC unroll 4
   for (int u = 1; u < U; ++u) {
@@ -190,6 +190,65 @@ EML_TARGET_AVX2 void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride,
   }
 }
 
+// C rows += A(r, p) * row p of B, U steps of p per pass over C so that each load
+// and store of C carries U FMAs.
+template <typename T, int R, int U, bool kMasked>
+EML_AVX2_INLINE void stream_vector(const typename Vec<T>::V (&a_values)[U][R], const T* b,
+                                   int64_t ldb, T* c, int64_t ldc, typename Vec<T>::Mask mask) {
+  using VT = Vec<T>;
+  typename VT::V bv[U];
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) bv[u] = kMasked ? VT::maskload(b + u * ldb, mask) : VT::loadu(b + u * ldb);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    T* c_r = c + r * ldc;
+    typename VT::V cv = kMasked ? VT::maskload(c_r, mask) : VT::loadu(c_r);
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) cv = VT::fma(a_values[u][r], bv[u], cv);
+    if constexpr (kMasked) {
+      VT::maskstore(c_r, mask, cv);
+    } else {
+      VT::storeu(c_r, cv);
+    }
+  }
+}
+
+template <typename T, int R, int U>
+EML_AVX2_INLINE void stream_steps(const T* a, int64_t a_row_stride, int64_t a_col_stride,
+                                  const T* b, int64_t ldb, T* c, int64_t ldc, int64_t cols) {
+  using VT = Vec<T>;
+  constexpr int L = VT::lanes;
+  typename VT::V a_values[U][R];
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) a_values[u][r] = VT::broadcast(a + u * a_col_stride + r * a_row_stride);
+  }
+  int64_t j = 0;
+  for (; j + L <= cols; j += L) {
+    stream_vector<T, R, U, false>(a_values, b + j, ldb, c + j, ldc, typename VT::Mask{});
+  }
+  if (j < cols) {
+    stream_vector<T, R, U, true>(a_values, b + j, ldb, c + j, ldc, VT::mask(static_cast<int>(cols - j)));
+  }
+}
+
+template <typename T, int R>
+EML_TARGET_AVX2 void stream_tile(int64_t k, const T* a, int64_t a_row_stride,
+                                 int64_t a_col_stride, const T* b, int64_t ldb, T* c, int64_t ldc,
+                                 int64_t cols) {
+  constexpr int U = R <= 2 ? 4 : 2;  // as many steps as registers allow
+  int64_t p = 0;
+  for (; p + U <= k; p += U) {
+    stream_steps<T, R, U>(a + p * a_col_stride, a_row_stride, a_col_stride, b + p * ldb, ldb, c,
+                          ldc, cols);
+  }
+  for (; p < k; ++p) {
+    stream_steps<T, R, 1>(a + p * a_col_stride, a_row_stride, a_col_stride, b + p * ldb, ldb, c,
+                          ldc, cols);
+  }
+}
+
 template <typename T, int R, int... Cs>
 void set_dot_row(Kernels<T>& kernels, std::integer_sequence<int, Cs...>) {
   ((kernels.dot[R - 1][Cs] = &dot_tile<T, R, Cs + 1>), ...);
@@ -205,12 +264,18 @@ void set_broadcast_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>)
   ((kernels.broadcast[Rs] = &broadcast_tile<T, Rs + 1>), ...);
 }
 
+template <typename T, int... Rs>
+void set_stream_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
+  ((kernels.stream[Rs] = &stream_tile<T, Rs + 1>), ...);
+}
+
 }  // namespace
 
 template <typename T>
 void set_avx2_direct_tiles(Kernels<T>& kernels) {
   set_dot_tiles<T>(kernels, std::make_integer_sequence<int, kDotRows>{});
   set_broadcast_tiles<T>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
+  set_stream_tiles<T>(kernels, std::make_integer_sequence<int, kStreamRows>{});
 }
 
 template void set_avx2_direct_tiles<float>(Kernels<float>&);

@@ -18,6 +18,12 @@ template <typename T>
 void broadcast_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
                     OutputMatrix<T> c, const T* bias);
 
+// Needs b.col_stride == 1; meant for very few rows and a B too large for cache:
+// reads each row of B once, in order, updating column blocks of C held in L1.
+template <typename T>
+void stream_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
+                 OutputMatrix<T> c, const T* bias);
+
 // row_sums[i] = sum_p A(i, p), for the paths that do not pack A.
 template <typename T>
 void compute_row_sums(ConstMatrixView<T> a, T* row_sums);

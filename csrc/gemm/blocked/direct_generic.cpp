@@ -58,6 +58,19 @@ void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_s
   }
 }
 
+template <typename T, int R>
+void stream_tile(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_stride, const T* b,
+                 int64_t ldb, T* c, int64_t ldc, int64_t cols) {
+  for (int64_t p = 0; p < k; ++p) {
+    const T* b_row = b + p * ldb;
+    for (int r = 0; r < R; ++r) {
+      const T a_value = a[r * a_row_stride + p * a_col_stride];
+      T* __restrict c_row = c + r * ldc;
+      for (int64_t j = 0; j < cols; ++j) c_row[j] += a_value * b_row[j];
+    }
+  }
+}
+
 template <typename T, int R, int... Cs>
 void set_dot_row(Kernels<T>& kernels, std::integer_sequence<int, Cs...>) {
   ((kernels.dot[R - 1][Cs] = &dot_tile<T, R, Cs + 1>), ...);
@@ -73,12 +86,18 @@ void set_broadcast_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>)
   ((kernels.broadcast[Rs] = &broadcast_tile<T, Rs + 1>), ...);
 }
 
+template <typename T, int... Rs>
+void set_stream_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
+  ((kernels.stream[Rs] = &stream_tile<T, Rs + 1>), ...);
+}
+
 }  // namespace
 
 template <typename T>
 void set_generic_direct_tiles(Kernels<T>& kernels) {
   set_dot_tiles<T>(kernels, std::make_integer_sequence<int, kDotRows>{});
   set_broadcast_tiles<T>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
+  set_stream_tiles<T>(kernels, std::make_integer_sequence<int, kStreamRows>{});
 }
 
 template void set_generic_direct_tiles<float>(Kernels<float>&);

@@ -31,6 +31,14 @@ using BroadcastTile = void (*)(int64_t k, const T* a, int64_t a_row_stride,
                                int64_t a_col_stride, const T* b, int64_t ldb, T* c, int64_t ldc,
                                int64_t cols, const T* bias, bool accumulate);
 
+// Packing-free path for very few rows and a large B contiguous along n: streams
+// each row of B once. C[r, 0:cols] += sum_p A(r, p) * b[p*ldb + 0:cols] for a fixed
+// number of rows r (one function per count), all k steps, any cols; C must hold its
+// initial value (bias or zeros) and stays in L1 (the caller keeps cols small).
+template <typename T>
+using StreamTile = void (*)(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_stride,
+                            const T* b, int64_t ldb, T* c, int64_t ldc, int64_t cols);
+
 // Packs one full micro-panel whose W source rows are each contiguous along k (the
 // transposing case, e.g. B = W^T): panel[p*W + w] = src[w*ld + p] for p < depth.
 // W is MR for A panels and NR for B panels.
@@ -41,6 +49,7 @@ using PackRowsKernel = void (*)(const T* src, int64_t ld, int64_t depth, T* pane
 inline constexpr int kDotRows = 3;     // dot tiles are up to 3 rows x 4 columns
 inline constexpr int kDotCols = 4;
 inline constexpr int kBroadcastRows = 6;
+inline constexpr int kStreamRows = 4;
 template <typename T>
 inline constexpr int64_t kBroadcastCols = BlockSizes<T>::nr;
 
@@ -49,6 +58,7 @@ struct Kernels {
   MicroKernel<T> micro;
   DotTile<T> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<T> broadcast[kBroadcastRows];  // [rows - 1]
+  StreamTile<T> stream[kStreamRows];             // [rows - 1]
   PackRowsKernel<T> pack_a_rows = nullptr;       // null: packing.cpp's portable loop
   PackRowsKernel<T> pack_b_rows = nullptr;
 };

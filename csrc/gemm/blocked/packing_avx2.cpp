@@ -49,12 +49,17 @@ EML_AVX2_INLINE void transpose(__m256d rows[4]) {
 // 6 rows of a float A panel) with plain stores; masked stores are slow on AMD.
 template <int COUNT>
 EML_AVX2_INLINE void store_first(float* out, __m256 v) {
-  static_assert(COUNT == 2 || COUNT == 4 || COUNT == 6, "no store sequence for this count");
+  static_assert(COUNT >= 1 && COUNT <= 7, "no store sequence for this count");
   const __m128 low = _mm256_castps256_ps128(v);
-  if constexpr (COUNT == 2) _mm_storel_pi(reinterpret_cast<__m64*>(out), low);
+  if constexpr (COUNT == 1) _mm_store_ss(out, low);
+  if constexpr (COUNT == 2 || COUNT == 3) _mm_storel_pi(reinterpret_cast<__m64*>(out), low);
+  if constexpr (COUNT == 3) _mm_store_ss(out + 2, _mm_movehl_ps(low, low));
   if constexpr (COUNT >= 4) _mm_storeu_ps(out, low);
-  if constexpr (COUNT == 6) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(out + 4), _mm256_extractf128_ps(v, 1));
+  if constexpr (COUNT >= 5) {
+    const __m128 high = _mm256_extractf128_ps(v, 1);
+    if constexpr (COUNT == 5) _mm_store_ss(out + 4, high);
+    if constexpr (COUNT >= 6) _mm_storel_pi(reinterpret_cast<__m64*>(out + 4), high);
+    if constexpr (COUNT == 7) _mm_store_ss(out + 6, _mm_movehl_ps(high, high));
   }
 }
 
@@ -91,13 +96,26 @@ EML_AVX2_INLINE void pack_row_group(const T* src, int64_t ld, int64_t p, int fir
   }
 }
 
-// panel[p*W + w] = src[w*ld + p]: groups of L source rows, L steps at a time.
+// panel[p*W + w] = src[w*ld + p]: groups of L source rows, 2L steps at a time so
+// that each source row's cache line is used whole while it is in L1 (rows a
+// power-of-two apart share a cache set and would evict each other otherwise).
 template <typename T, int W>
 EML_TARGET_AVX2 void pack_rows(const T* src, int64_t ld, int64_t depth, T* panel) {
   constexpr int L = Vec<T>::lanes;
   constexpr int kFullGroups = W / L;
   constexpr int kLastRows = W % L;
   int64_t p = 0;
+  for (; p + 2 * L <= depth; p += 2 * L) {
+#pragma GCC unroll 4
+    for (int group = 0; group < kFullGroups; ++group) {
+      pack_row_group<T, W, L>(src, ld, p, group * L, panel);
+      pack_row_group<T, W, L>(src, ld, p + L, group * L, panel);
+    }
+    if constexpr (kLastRows != 0) {
+      pack_row_group<T, W, kLastRows>(src, ld, p, kFullGroups * L, panel);
+      pack_row_group<T, W, kLastRows>(src, ld, p + L, kFullGroups * L, panel);
+    }
+  }
   for (; p + L <= depth; p += L) {
 #pragma GCC unroll 4
     for (int group = 0; group < kFullGroups; ++group) {

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "kernels.h"
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -26,6 +28,7 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   const Path forced = g_forced_path.load(std::memory_order_relaxed);
   if (forced == Path::dot && dot_applies(a, b)) return Path::dot;
   if (forced == Path::broadcast && broadcast_applies(b)) return Path::broadcast;
+  if (forced == Path::stream && broadcast_applies(b)) return Path::stream;
   if (forced != Path::automatic) return Path::packed;
 
   // Packing B costs about as much as a few rows of compute, packing A as a few
@@ -34,7 +37,12 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   const bool few_rows = m <= 8 || (m <= 32 && k >= 256);
   const bool few_cols = n <= 8;
   if ((few_rows || few_cols) && dot_applies(a, b)) return Path::dot;
-  if ((few_rows || few_cols) && broadcast_applies(b)) return Path::broadcast;
+  if (broadcast_applies(b)) {
+    // Very few rows of a B beyond L2: stream B once, in memory order.
+    const bool large_b = k * n * static_cast<int64_t>(sizeof(T)) > (int64_t{512} << 10);
+    if (m <= 2 || (m <= kStreamRows && large_b)) return Path::stream;
+    if (few_rows || few_cols) return Path::broadcast;
+  }
   return Path::packed;
 }
 

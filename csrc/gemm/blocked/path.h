@@ -7,7 +7,7 @@
 
 namespace eml::gemm::blocked {
 
-enum class Path { automatic, packed, dot, broadcast };
+enum class Path { automatic, packed, dot, broadcast, stream };
 
 // The fastest path for this shape and layout (thresholds measured on Zen 3).
 template <typename T>
