@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 #if defined(_MSC_VER)
 #include <immintrin.h>
 #include <intrin.h>
@@ -17,7 +17,7 @@
 namespace eml::gemm {
 namespace {
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 
 void cpuid(unsigned leaf, unsigned subleaf, unsigned regs[4]) {
 #if defined(_MSC_VER)

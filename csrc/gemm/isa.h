@@ -4,6 +4,14 @@
 // so AVX2/FMA kernels are compiled with target attributes and chosen here.
 #pragma once
 
+// 1 where the x86 (AVX2) kernels are compiled in. Define EML_GEMM_PORTABLE_ONLY to
+// build as on Arm: portable kernels only, detected_isa() == generic.
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(EML_GEMM_PORTABLE_ONLY)
+#define EML_GEMM_X86 1
+#else
+#define EML_GEMM_X86 0
+#endif
+
 namespace eml::gemm {
 
 enum class Isa { generic, avx2 };

@@ -5,7 +5,7 @@
 
 #include "isa.h"
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 #include <immintrin.h>
 #define EML_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
@@ -22,7 +22,7 @@ constexpr int64_t kIterationsPerRound = 1 << 16;
 
 volatile double g_sink;  // keeps the results alive
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 
 // Returns flops done in one round.
 EML_TARGET_AVX2 double avx2_round_float() {
@@ -75,7 +75,7 @@ double portable_round() {
 }
 
 double run_round(bool use_double) {
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
   if (detected_isa() == Isa::avx2) return use_double ? avx2_round_double() : avx2_round_float();
 #endif
   return use_double ? portable_round<double>() : portable_round<float>();

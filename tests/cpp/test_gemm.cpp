@@ -151,7 +151,8 @@ Operand<T> make_operand(int64_t rows, int64_t cols, Layout layout, std::mt19937&
     case Layout::row_major: row_stride = cols; col_stride = 1; size = rows * cols; break;
     case Layout::col_major: row_stride = 1; col_stride = rows; size = rows * cols; break;
     case Layout::sliced: row_stride = 2 * cols + 5; col_stride = 2; size = rows * row_stride; break;
-    case Layout::sliced_t: row_stride = 2; col_stride = 2 * rows + 3; size = cols * col_stride; break;
+    case Layout::sliced_t:
+      row_stride = 2; col_stride = 2 * rows + 3; size = cols * col_stride; break;
     case Layout::expanded_rows: row_stride = 0; col_stride = 1; size = cols; break;
     case Layout::expanded_cols: row_stride = 1; col_stride = 0; size = rows; break;
     case Layout::scalar: size = 1; break;
@@ -237,7 +238,8 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
       double sum = c.bias ? static_cast<double>(bias[j]) : 0.0;
       double magnitude = std::abs(sum);
       for (int64_t p = 0; p < c.k; ++p) {
-        const double product = static_cast<double>(a.view(i, p)) * static_cast<double>(b.view(p, j));
+        const double product =
+            static_cast<double>(a.view(i, p)) * static_cast<double>(b.view(p, j));
         sum += product;
         magnitude += std::abs(product);
       }
@@ -345,14 +347,16 @@ void run_tests() {
     check_problem<T>({m, n, k, product.a, product.b, trial % 2 == 0, trial % 5 < 2},
                      all_variants({1}), rng);
   }
-  // 3. Beyond the cache blocks (KC, MC, NC, the direct paths' k blocks) and threads.
+  // 3. Beyond the cache blocks (KC, MC, NC, the direct paths' k blocks) and threads
+  // (4 threads on a square problem: a 2 x 2 grid of parts).
   const int64_t big_shapes[][3] = {{300, 257, 301}, {151, 129, 1100}, {7, 4100, 20},
                                    {16, 700, 1500}, {290, 3, 70},     {3, 290, 70},
-                                   {160, 150, 140}, {1, 1000, 600},   {4, 600, 2100}};
+                                   {160, 150, 140}, {1, 1000, 600},   {4, 600, 2100},
+                                   {1, 3000, 2000}, {250, 260, 270}};
   for (const auto& s : big_shapes) {
     for (const Product& product : products) {
       check_problem<T>({s[0], s[1], s[2], product.a, product.b, true, true},
-                       all_variants({1, 2, 3}), rng);
+                       all_variants({1, 2, 3, 4}), rng);
     }
   }
   // 4. NaN and infinity propagate like in a plain GEMM.
@@ -409,7 +413,8 @@ void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, do
   const char* layout_env = std::getenv("BENCH_LAYOUT");
   const std::string layout = layout_env != nullptr ? layout_env : "fwd";
   Operand<T> a = make_operand<T>(m, k, layout == "gw" ? Layout::col_major : Layout::row_major, rng);
-  Operand<T> b = make_operand<T>(k, n, layout == "fwd" ? Layout::col_major : Layout::row_major, rng);
+  Operand<T> b =
+      make_operand<T>(k, n, layout == "fwd" ? Layout::col_major : Layout::row_major, rng);
   std::vector<T> bias(n, T(0.5)), out(m * n), row_sums(m);
   Epilogue<T> epilogue;
   if (layout == "fwd") epilogue.bias = bias.data();
@@ -484,7 +489,8 @@ int main(int argc, char** argv) {
   run_tests<float>();
   run_tests<double>();
   if (g_failures != 0) {
-    std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures, static_cast<long long>(g_checks));
+    std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures,
+                 static_cast<long long>(g_checks));
     return 1;
   }
   std::printf("all %lld checks passed\n", static_cast<long long>(g_checks));

@@ -32,7 +32,7 @@ void check_shapes(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c)
 
 template <typename T>
 const Kernels<T>& active_kernels() {
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
   if (active_isa() == Isa::avx2) return avx2_kernels<T>();
 #endif
   return generic_kernels<T>();
@@ -85,7 +85,9 @@ void blocked_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   if (m == 0) return;
   if (k == 0) {
     fill_with_bias(c, epilogue.bias);
-    if (epilogue.a_row_sums != nullptr) std::fill(epilogue.a_row_sums, epilogue.a_row_sums + m, T(0));
+    if (epilogue.a_row_sums != nullptr) {
+      std::fill(epilogue.a_row_sums, epilogue.a_row_sums + m, T(0));
+    }
     return;
   }
   if (n == 0) {
@@ -103,7 +105,6 @@ void blocked_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
     for (int64_t part = first_part; part < end_part; ++part) {
       const Range rows = split_range(m, grid.row_parts, part / grid.col_parts, BlockSizes<T>::mr);
       const Range cols = split_range(n, grid.col_parts, part % grid.col_parts, BlockSizes<T>::nr);
-      if (rows.begin == rows.end || cols.begin == cols.end) continue;
       const ConstMatrixView<T> part_a{a.data + rows.begin * a.row_stride, rows.end - rows.begin, k,
                                       a.row_stride, a.col_stride};
       const ConstMatrixView<T> part_b{b.data + cols.begin * b.col_stride, k, cols.end - cols.begin,
@@ -111,9 +112,13 @@ void blocked_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
       const OutputMatrix<T> part_c{c.data + rows.begin * c.ld + cols.begin, rows.end - rows.begin,
                                    cols.end - cols.begin, c.ld};
       // Only the parts at column 0 sum A's rows, so each row is summed exactly once.
-      T* part_row_sums = (epilogue.a_row_sums != nullptr && cols.begin == 0)
+      T* part_row_sums = (epilogue.a_row_sums != nullptr && part % grid.col_parts == 0)
                              ? epilogue.a_row_sums + rows.begin
                              : nullptr;
+      if (part_c.rows == 0 || part_c.cols == 0) {  // not with choose_grid's grids; still safe
+        if (part_row_sums != nullptr) compute_row_sums(part_a, part_row_sums);
+        continue;
+      }
       gemm_on_this_thread(kernels, part_a, part_b, part_c,
                           epilogue.bias != nullptr ? epilogue.bias + cols.begin : nullptr,
                           part_row_sums);

@@ -2,7 +2,7 @@
 // packing to pay off. See kernels.h for what each tile computes.
 #include "kernels.h"
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 
 #include <utility>
 
@@ -94,7 +94,8 @@ EML_AVX2_INLINE void broadcast_step(const T* a_step, int64_t a_row_stride, const
   typename VT::V bv[NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) {
-    bv[v] = kMasked ? VT::maskload(b_row + v * VT::lanes, masks[v]) : VT::loadu(b_row + v * VT::lanes);
+    const T* source = b_row + v * VT::lanes;
+    bv[v] = kMasked ? VT::maskload(source, masks[v]) : VT::loadu(source);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -198,7 +199,9 @@ EML_AVX2_INLINE void stream_vector(const typename Vec<T>::V (&a_values)[U][R], c
   using VT = Vec<T>;
   typename VT::V bv[U];
 #pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) bv[u] = kMasked ? VT::maskload(b + u * ldb, mask) : VT::loadu(b + u * ldb);
+  for (int u = 0; u < U; ++u) {
+    bv[u] = kMasked ? VT::maskload(b + u * ldb, mask) : VT::loadu(b + u * ldb);
+  }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     T* c_r = c + r * ldc;
@@ -222,14 +225,17 @@ EML_AVX2_INLINE void stream_steps(const T* a, int64_t a_row_stride, int64_t a_co
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) a_values[u][r] = VT::broadcast(a + u * a_col_stride + r * a_row_stride);
+    for (int r = 0; r < R; ++r) {
+      a_values[u][r] = VT::broadcast(a + u * a_col_stride + r * a_row_stride);
+    }
   }
   int64_t j = 0;
   for (; j + L <= cols; j += L) {
     stream_vector<T, R, U, false>(a_values, b + j, ldb, c + j, ldc, typename VT::Mask{});
   }
   if (j < cols) {
-    stream_vector<T, R, U, true>(a_values, b + j, ldb, c + j, ldc, VT::mask(static_cast<int>(cols - j)));
+    const auto mask = VT::mask(static_cast<int>(cols - j));
+    stream_vector<T, R, U, true>(a_values, b + j, ldb, c + j, ldc, mask);
   }
 }
 

@@ -16,7 +16,7 @@ const Kernels<T>& generic_kernels() {
 template const Kernels<float>& generic_kernels<float>();
 template const Kernels<double>& generic_kernels<double>();
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 template <typename T>
 const Kernels<T>& avx2_kernels() {
   static const Kernels<T> kernels = [] {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "../isa.h"  // EML_GEMM_X86
 #include "block_sizes.h"
 
 namespace eml::gemm::blocked {
@@ -66,7 +67,7 @@ struct Kernels {
 // The tables, built once (kernels.cpp) from the pieces below.
 template <typename T>
 const Kernels<T>& generic_kernels();
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 // Call only when the CPU has AVX2 and FMA.
 template <typename T>
 const Kernels<T>& avx2_kernels();
@@ -78,7 +79,7 @@ template <typename T>
 MicroKernel<T> generic_micro_kernel();
 template <typename T>
 void set_generic_direct_tiles(Kernels<T>& kernels);
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 template <typename T>
 MicroKernel<T> avx2_micro_kernel();
 template <typename T>

@@ -5,7 +5,7 @@
 // FMA latency (4 cycles) times the 2 FMA pipes of Zen 3 / recent Intel cores.
 #include "kernels.h"
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 
 #include "simd_avx2.h"
 

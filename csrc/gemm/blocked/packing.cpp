@@ -18,7 +18,9 @@ template <typename T, int W>
 void pack_panel(const T* data, int64_t width, int64_t depth, int64_t w_stride,
                 int64_t p_stride, T* __restrict panel, PackRowsKernel<T> pack_rows) {
   if (width == W && w_stride == 1) {  // each step is W contiguous values
-    for (int64_t p = 0; p < depth; ++p) std::memcpy(panel + p * W, data + p * p_stride, sizeof(T) * W);
+    for (int64_t p = 0; p < depth; ++p) {
+      std::memcpy(panel + p * W, data + p * p_stride, sizeof(T) * W);
+    }
     return;
   }
   if (width == W && p_stride == 1) {  // W contiguous rows: a transpose

@@ -3,7 +3,7 @@
 // load and store per element. This is the packing of B = W^T in the forward pass.
 #include "kernels.h"
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if EML_GEMM_X86
 
 #include "simd_avx2.h"
 

@@ -6,8 +6,9 @@ namespace eml::gemm::blocked {
 
 Grid choose_grid(int64_t m, int64_t n, int64_t k, int threads, int64_t row_unit,
                  int64_t col_unit) {
-  const int64_t flops = 2 * m * n * k;
-  int64_t parts = std::min<int64_t>(threads, flops / kMinParallelFlops);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  int64_t parts = static_cast<int64_t>(std::min<double>(threads, flops / kMinParallelFlops));
   const int64_t max_row_parts = (m + row_unit - 1) / row_unit;
   const int64_t max_col_parts = (n + col_unit - 1) / col_unit;
   parts = std::min(parts, max_row_parts * max_col_parts);

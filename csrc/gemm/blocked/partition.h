@@ -13,8 +13,9 @@ struct Grid {
   int64_t parts() const { return row_parts * col_parts; }
 };
 
-// Below this many flops (2mnk) a second thread costs more than it saves.
-inline constexpr int64_t kMinParallelFlops = int64_t{1} << 21;
+// Every part gets at least this many flops (2mnk, about 25 us on one core): on
+// less, handing work to another thread costs more than it saves.
+inline constexpr double kMinParallelFlops = 2.0 * 1024 * 1024;
 
 // The grid for `threads` threads: few parts for small problems, the larger
 // dimension cut first (squarish parts need the least packing per flop). Parts are

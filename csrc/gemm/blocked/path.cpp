@@ -34,14 +34,20 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   // Packing B costs about as much as a few rows of compute, packing A as a few
   // columns: with few rows (or few columns) reading the operands in place wins.
   // Crossovers measured on Zen 3 (float; double behaves alike).
-  const bool few_rows = m <= 8 || (m <= 32 && k >= 256);
-  const bool few_cols = n <= 8;
-  if ((few_rows || few_cols) && dot_applies(a, b)) return Path::dot;
+  const int64_t a_bytes = m * k * static_cast<int64_t>(sizeof(T));
+  const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
+  if (dot_applies(a, b) && (m <= 8 || (m <= 32 && k >= 256) || n <= 8)) return Path::dot;
   if (broadcast_applies(b)) {
-    // Very few rows of a B beyond L2: stream B once, in memory order.
-    const bool large_b = k * n * static_cast<int64_t>(sizeof(T)) > (int64_t{512} << 10);
-    if (m <= 2 || (m <= kStreamRows && large_b)) return Path::stream;
-    if (few_rows || few_cols) return Path::broadcast;
+    // Very few rows and a B beyond L2: stream B once, in memory order.
+    if (m <= 2 || (m <= kStreamRows && b_bytes > (int64_t{512} << 10))) return Path::stream;
+    // Few rows and a B that L3 holds, or a narrow B whose strips stay in L1 while
+    // A is re-read (from L3) once per strip: when A's rows are contiguous (when
+    // they are not, as in G^T·X, packing A wins), or when the problem is tiny.
+    const bool few_rows = m <= 32 && b_bytes <= (int64_t{4} << 20);
+    const bool narrow_b = n <= 128 && a_bytes <= (int64_t{4} << 20);
+    const bool tiny = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <=
+                      64.0 * 64 * 64;
+    if (tiny || (a.col_stride == 1 && (few_rows || narrow_b))) return Path::broadcast;
   }
   return Path::packed;
 }

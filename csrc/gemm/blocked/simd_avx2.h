@@ -5,7 +5,9 @@
 // avx2,fma target attribute, and callers must carry it too.
 #pragma once
 
-#if defined(__x86_64__) || defined(_M_X64)
+#include "../isa.h"
+
+#if EML_GEMM_X86
 
 #include <immintrin.h>
 
