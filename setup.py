@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -69,6 +70,11 @@ class BuildExtensionKeepingObjects(BuildExtension):
 libxsmm = find_libxsmm()
 compile_args = ["-O3", "-Wall", "-Wno-unused-parameter"]
 link_args: list[str] = []
+if sys.platform != "darwin":
+    # at::parallel_for is an inline `#pragma omp parallel` in ATen's headers: without
+    # -fopenmp it silently runs on one thread in our translation units.
+    compile_args.append("-fopenmp")
+    link_args.append("-fopenmp")
 macros: list[tuple[str, str | None]] = []
 if libxsmm is not None:
     compile_args += libxsmm["cflags"]
