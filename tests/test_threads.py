@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -86,20 +86,15 @@ def check(case: Case, use_op: str) -> None:
         torch.testing.assert_close(actual, expected, **tolerance(expected.dtype, reduction))
 
 
-def run_threads(cases: list[Case], iterations: int, stop: threading.Event | None = None) -> int:
-    """N_THREADS threads, each checking `iterations` cases (shifted per thread); raises the
-    first failure of any thread. Returns the number of checks done."""
+def in_threads(body: Callable[[int], None], stop: threading.Event | None = None) -> None:
+    """Run body(index) on N_THREADS threads released together; raise the first failure."""
     barrier = threading.Barrier(N_THREADS)
     errors: list[BaseException] = []
-    done = [0] * N_THREADS
 
     def worker(index: int) -> None:
         try:
             barrier.wait()
-            for step in range(iterations):
-                case = cases[(index * 5 + step) % len(cases)]
-                check(case, "module" if (index + step) % 2 else "ops")
-                done[index] += 1
+            body(index)
         except BaseException as error:  # reported to the main thread below
             errors.append(error)
 
@@ -113,6 +108,20 @@ def run_threads(cases: list[Case], iterations: int, stop: threading.Event | None
     assert not any(thread.is_alive() for thread in threads), "a thread hung"
     if errors:
         raise errors[0]
+
+
+def run_threads(cases: list[Case], iterations: int, stop: threading.Event | None = None) -> int:
+    """N_THREADS threads, each checking `iterations` cases (shifted per thread); raises the
+    first failure of any thread. Returns the number of checks done."""
+    done = [0] * N_THREADS
+
+    def body(index: int) -> None:
+        for step in range(iterations):
+            case = cases[(index * 5 + step) % len(cases)]
+            check(case, "module" if (index + step) % 2 else "ops")
+            done[index] += 1
+
+    in_threads(body, stop)
     return sum(done)
 
 
@@ -144,27 +153,14 @@ def test_concurrent_training_of_shared_model(backend: str, num_threads: int) -> 
     for x in inputs:
         y = F.linear(x, shared.weight, shared.bias)
         expected_grads.append(torch.autograd.grad(y.square().sum(), [shared.weight, shared.bias]))
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(N_THREADS)
+    def body(index: int) -> None:
+        for _ in range(20):
+            grads = torch.autograd.grad(shared(inputs[index]).square().sum(),
+                                        [shared.weight, shared.bias])
+            for got, want in zip(grads, expected_grads[index], strict=True):
+                torch.testing.assert_close(got, want, **tolerance(torch.float32, 40))
 
-    def worker(index: int) -> None:
-        try:
-            barrier.wait()
-            for _ in range(20):
-                grads = torch.autograd.grad(shared(inputs[index]).square().sum(),
-                                            [shared.weight, shared.bias])
-                for got, want in zip(grads, expected_grads[index], strict=True):
-                    torch.testing.assert_close(got, want, **tolerance(torch.float32, 40))
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=600)
-    if errors:
-        raise errors[0]
+    in_threads(body)
 
 
 @pytest.fixture
@@ -216,24 +212,11 @@ def test_use_backend_in_many_threads_restores_a_valid_backend(restore_selection:
     # use_backend is process-wide: racing blocks must leave some valid backend selected and
     # never corrupt the selection (get_backend always names an available backend).
     cases = make_cases()[:4]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(N_THREADS)
+    def body(index: int) -> None:
+        for step in range(30):
+            with eml_ops.use_backend(BACKENDS[(index + step) % len(BACKENDS)]):
+                assert eml_ops.get_backend() in BACKENDS
+                check(cases[step % len(cases)], "module")
 
-    def worker(index: int) -> None:
-        try:
-            barrier.wait()
-            for step in range(30):
-                with eml_ops.use_backend(BACKENDS[(index + step) % len(BACKENDS)]):
-                    assert eml_ops.get_backend() in BACKENDS
-                    check(cases[step % len(cases)], "module")
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=600)
-    if errors:
-        raise errors[0]
+    in_threads(body)
     assert eml_ops.get_backend() in BACKENDS
