@@ -5,6 +5,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "gemm/blocked_gemm.h"
 #include "gemm/gemm.h"
 #include "ops/backend.h"
@@ -18,6 +20,8 @@ namespace eml::ops::cpu {
 namespace {
 
 using composite::as_matrix;
+
+constexpr int64_t kTppMinRowsAndCols = 4;
 
 // Our GEMMs cover float32 and float64; everything else goes through ATen.
 bool runs_on_own_gemm(Backend backend, at::ScalarType dtype) {
@@ -60,7 +64,12 @@ void run_gemm(Backend backend, gemm::ConstMatrixView<T> a, gemm::ConstMatrixView
       return;
     case Backend::tpp:
 #ifdef EML_OPS_WITH_LIBXSMM
-      if (gemm::tpp_gemm(a, b, c, epilogue, torch_threading())) return;
+      // Matrix-vector shapes (fewer than 4 rows or columns of C) run near scalar speed in
+      // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them.
+      if (std::min(c.rows, c.cols) >= kTppMinRowsAndCols &&
+          gemm::tpp_gemm(a, b, c, epilogue, torch_threading())) {
+        return;
+      }
 #endif
       [[fallthrough]];  // no JIT kernel for this shape: our blocked GEMM instead
     case Backend::blocked:
