@@ -15,15 +15,21 @@ from torch import nn
 
 from . import _C
 
+# True when an argument overrides __torch_function__ (a Tensor subclass, an FX proxy; exact
+# Tensors and Parameters do not) or a TorchFunctionMode is active: a C check of ~50 ns.
+_has_torch_function = torch.overrides.has_torch_function_variadic
+
 
 @torch.jit.unused
 def _python_linear(
     input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
-    # Under torch.compile/export the graph must contain torch.ops.eml.linear. In eager mode,
-    # eml::linear is called from C++ through the dispatcher instead: the same op, kernels and
-    # checks, minus the microseconds torch.ops spends in Python on every call.
-    if torch.compiler.is_compiling():
+    # Plain tensors in plain eager mode take the fast path: eml::linear called from C++
+    # through the dispatcher (same op, kernels and checks, minus the microsecond torch.ops
+    # spends in Python), with the GIL released while it runs. Everything else goes through
+    # torch.ops.eml.linear, which honours __torch_function__: tensor subclasses, FX proxies
+    # and TorchFunctionModes see the op, and torch.compile/export put it in their graphs.
+    if _has_torch_function(input, weight, bias) or torch.compiler.is_compiling():
         return torch.ops.eml.linear(input, weight, bias)
     return _C.linear(input, weight, bias)
 
