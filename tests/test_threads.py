@@ -243,14 +243,23 @@ def backend_signature() -> tuple[float, float]:
 
 
 @pytest.fixture
-def signatures(restore_selection: None) -> dict[str, tuple[float, float]]:
-    """Each backend's signature, computed on this thread; they must all differ."""
-    found = {}
-    for name in SIGNATURE_BACKENDS:
-        with eml_ops.use_backend(name):
-            found[name] = backend_signature()
-    assert len(set(found.values())) == len(found), f"backends not told apart: {found}"
-    return found
+def signatures(restore_selection: None) -> Iterator[dict[str, tuple[float, float]]]:
+    """Each backend's signature, computed on this thread; they must all differ.
+
+    One intra-op thread, so that no backend splits the sums (the result of a split sum would
+    depend on the machine's core count).
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        found = {}
+        for name in SIGNATURE_BACKENDS:
+            with eml_ops.use_backend(name):
+                found[name] = backend_signature()
+        assert len(set(found.values())) == len(found), f"backends not told apart: {found}"
+        yield found
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_use_backend_is_local_to_the_thread(signatures: dict[str, tuple[float, float]]) -> None:
