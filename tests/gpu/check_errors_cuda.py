@@ -11,9 +11,10 @@ BACKWARD_CASES, a superset of tests/test_errors.py's cases), imported from there
 CPU/CUDA device mixes. Each case runs in a process of its own, on tensors created on the
 CPU (every backend), on CUDA and on the meta device, through torch.ops.eml.linear (with and
 without grad), torch.ops.eml.linear_forward, eml_ops.linear and torch.ops.eml.linear_backward
-(four masks). A case passes when every call raised a RuntimeError whose message starts with
-the op's name and matches the expected text; a process killed by a signal fails its case and
-nothing else. Prints PASS/FAIL per case and a summary; exit code 1 if anything failed.
+(four masks); and the course's C++ functions on the CPU. A case passes when every call
+raised a RuntimeError whose message starts with the op's name and matches the expected text;
+a process killed by a signal fails its case and nothing else. Prints PASS/FAIL per case and
+a summary; exit code 1 if anything failed.
 """
 
 from __future__ import annotations
@@ -76,6 +77,19 @@ CUDA_BACKWARD_CASES = [
     ("device_grad_cpu", "torch.randn(4, 3, device='cpu'), torch.randn(4, 5), torch.randn(3, 5)",
      r"grad_output must be on the device of input, got cpu and cuda:0"),
 ]
+# The course's C++ functions (seed 6.3) check their input too: (id, call, message), CPU only.
+COURSE_CASES = [
+    ("strided", "eml_ops._C.course.loops.forward(torch.randn(3, 4).t(), torch.randn(2, 4))",
+     r"^eml_ops.linear_cpp forward: input must be a contiguous 2-D tensor, got shape \[4, 3\] "
+     r"with strides \[1, 4\]"),
+    ("mismatch", "eml_ops._C.course.loops.forward(torch.randn(3, 4), torch.randn(2, 5))",
+     r"^eml_ops.linear_cpp forward: input \[3, 4\] Float does not fit weight \[2, 5\] Float"),
+    ("backward", "eml_ops._C.course.loops.backward(torch.randn(3, 4), torch.randn(3, 4), "
+     "torch.randn(2, 5))",
+     r"^eml_ops.linear_cpp backward: grad \[3, 4\], input \[3, 4\] and weights \[2, 5\]"),
+    ("dtype", "eml_ops._C.course.loops.forward(torch.randn(3, 4).half(), torch.randn(2, 4))",
+     r"^eml_ops.linear_cpp forward: input must be float32 or float64, got Half"),
+]
 
 
 @dataclass
@@ -120,6 +134,9 @@ def all_cases(devices: list[str]) -> list[Case]:
             if device == "cuda":
                 cases += [make(f"{kind}/{name}", device, args, message)
                           for name, args, message in extra]
+    if "cpu" in devices:
+        cases += [Case(f"course/{name}", "cpu", [call], [message])
+                  for name, call, message in COURSE_CASES]
     return cases
 
 
