@@ -153,6 +153,8 @@ def _conversion_obstacle(module: nn.Module) -> str | None:
     overridden = sorted(name for name in vars(module) if callable(getattr(nn.Linear, name, None)))
     if overridden:
         return f"the instance overrides {', '.join(overridden)}, which a Layer would not run"
+    if vars(module).get("_compiled_call_impl") is not None:  # Module.compile(): nn.Linear's code
+        return "it was compiled in place (Module.compile); convert first, then compile"
     return None
 
 

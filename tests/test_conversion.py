@@ -202,6 +202,14 @@ def test_instance_with_its_own_forward_is_left_unconverted_with_a_warning() -> N
         eml_ops.Layer.from_linear(nn.Tanh())  # type: ignore[arg-type]
 
 
+def test_linear_compiled_in_place_is_left_unconverted_with_a_warning() -> None:
+    linear = nn.Linear(3, 2)
+    linear.compile()  # compiles nn.Linear's own call: a Layer holding it would not run eml::
+    with pytest.warns(UserWarning, match=r"left nn.Linear \(the model itself\) unconverted: it "
+                                         r"was compiled in place"):
+        assert eml_ops.replace_linear(linear) is linear
+
+
 # --------------------------------------------------------------------------------------------
 # replace_linear keeps pruning
 
