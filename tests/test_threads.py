@@ -92,15 +92,18 @@ def check(case: Case, use_op: str) -> None:
 
 def in_threads(body: Callable[[int], None], stop: threading.Event | None = None,
                n_threads: int = N_THREADS) -> None:
-    """Run body(index) on n_threads threads released together, each on the calling thread's
-    backend (use_backend is per thread); raise the first failure."""
+    """Run body(index) on n_threads threads released together; raise the first failure.
+
+    The threads enter the calling thread's use_backend override, if it has one (the choice
+    is per thread); otherwise they follow the process default.
+    """
     barrier = threading.Barrier(n_threads)
     errors: list[BaseException] = []
-    backend = eml_ops.get_backend()
+    inherited = eml_ops._C.get_thread_backend()
 
     def worker(index: int) -> None:
         try:
-            with eml_ops.use_backend(backend):
+            with eml_ops.use_backend(inherited) if inherited else contextlib.nullcontext():
                 barrier.wait()
                 body(index)
         except BaseException as error:  # reported to the main thread below
@@ -205,8 +208,8 @@ def test_switching_backend_and_isa_while_threads_compute(num_threads: int,
             stop.wait(0.0005)
 
     thread = threading.Thread(target=switcher)
-    # The workers follow the process default that the switcher keeps changing.
-    eml_ops._C.set_thread_backend(None)
+    # No use_backend here: the workers follow the process default the switcher keeps changing.
+    assert eml_ops._C.get_thread_backend() is None
     thread.start()
     try:
         checks = run_threads(small, 6 * len(small), stop)
@@ -280,7 +283,6 @@ def test_use_backend_is_local_to_the_thread(signatures: dict[str, tuple[float, f
         barrier.wait()
 
     def body(index: int) -> None:
-        eml_ops._C.set_thread_backend(None)  # start as a fresh thread would: no override
         order = orders[index]
         check_current(index, "blocked")
         with eml_ops.use_backend(order[0]) if order else contextlib.nullcontext():
