@@ -43,9 +43,9 @@ $(DEPS_STAMP): requirements-dev.txt | $(PY)
 	touch $@
 
 # pip builds against the venv's torch (no build isolation); object files stay in build/.
-$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) setup.py pyproject.toml
+$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) $(wildcard csrc/cmake/*.in) setup.py pyproject.toml
 	$(PY) -m pip install --no-build-isolation --no-deps -e .
 	touch $@
 
 clean:
-	rm -rf build eml_ops/*.so $(BUILD_STAMP) *.egg-info
+	rm -rf build eml_ops/*.so eml_ops/_build_info.json eml_ops/include eml_ops/share $(BUILD_STAMP) *.egg-info

@@ -1,12 +1,13 @@
 // The Python module eml_ops._C: the course's pybind11 functions and the controls of
-// the eml:: ops (backends, ISA). The ops themselves are reached through torch.ops.eml.
+// the eml:: ops (backends, ISA). The ops themselves live in libeml_ops.so (linked, so
+// importing _C registers them) and are reached through torch.ops.eml.
 #include <torch/extension.h>
 
 #include <string>
 #include <vector>
 
 #include "course/FunctionCpp.h"
-#include "gemm/isa.h"
+#include "eml_ops/eml_ops.h"
 #include "gemm/peak.h"
 #include "ops/backend.h"
 #include "ops/linear.h"
@@ -17,16 +18,6 @@ std::vector<std::string> available_backend_names() {
   std::vector<std::string> names;
   for (eml::Backend backend : eml::available_backends()) names.emplace_back(eml::backend_name(backend));
   return names;
-}
-
-void set_isa(const std::string& name) {
-  if (name == eml::gemm::isa_name(eml::gemm::Isa::generic)) {
-    eml::gemm::set_active_isa(eml::gemm::Isa::generic);
-  } else if (name == eml::gemm::isa_name(eml::gemm::Isa::avx2)) {
-    eml::gemm::set_active_isa(eml::gemm::Isa::avx2);
-  } else {
-    throw std::invalid_argument("eml_ops: unknown ISA '" + name + "'; choose generic or avx2");
-  }
 }
 
 }  // namespace
@@ -57,9 +48,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_backend", [](const std::string& name) { eml::set_current_backend(name); },
         "Selects the GEMM backend process-wide; ValueError for an unknown or unavailable one.");
 
-  m.def("detected_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::detected_isa())); });
-  m.def("get_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::active_isa())); });
-  m.def("set_isa", &set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");
+  m.def("detected_isa", &eml_ops::detected_isa);
+  m.def("get_isa", &eml_ops::get_isa);
+  m.def("set_isa", &eml_ops::set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");
   m.def("fma_peak_gflops", &eml::gemm::measure_fma_peak_gflops, py::arg("use_double") = false,
         py::arg("seconds") = 0.2, "Measured single-core FMA peak in GFLOP/s.",
         py::call_guard<py::gil_scoped_release>());
