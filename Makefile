@@ -10,7 +10,7 @@ BUILD_STAMP := $(VENV)/.eml_ops-built
 CXX_SOURCES := $(shell find csrc -type f \( -name '*.cpp' -o -name '*.h' \))
 export MAX_JOBS ?= $(shell nproc)
 
-.PHONY: demo test bench lint cpp-test sanitize clean
+.PHONY: demo test bench lint cpp-test cpp-demo sanitize clean
 
 demo: $(BUILD_STAMP)
 	$(PY) -m eml_ops demo
@@ -28,6 +28,11 @@ lint: $(DEPS_STAMP)
 cpp-test:
 	bash tests/cpp/run.sh
 	if [ -f tests/cpp/run_tpp.sh ] && pkg-config --exists libxsmm; then bash tests/cpp/run_tpp.sh; fi
+
+# Deploy without Python: builds examples/cpp (CMake, against libeml_ops.so and libtorch) into
+# build/cpp-example, trains and runs a scripted model there and checks it against Python.
+cpp-demo: $(BUILD_STAMP)
+	$(PY) examples/cpp/demo.py
 
 # ASan + UBSan build into build/sanitize (the release build is untouched), then the kernel
 # and op tests against it.

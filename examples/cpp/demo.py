@@ -39,9 +39,9 @@ SIZES = (16, 32, 32, 4)  # in, hidden, hidden, classes
 class Training:
     """How the model is trained, the same in C++ and Python."""
 
-    epochs: int = 3
+    epochs: int = 5
     batch_size: int = 32
-    lr: float = 0.1
+    lr: float = 0.5
 
     def arguments(self) -> list[str]:
         """The trainer's optional arguments: EPOCHS BATCH_SIZE LR."""
@@ -77,13 +77,13 @@ def build(build_dir: Path = DEFAULT_BUILD_DIR) -> Path:
 
 
 def make_model(seed: int = 0) -> nn.Sequential:
-    """The MLP: eml_ops.Layer's with ReLUs in between."""
+    """The MLP: eml_ops.Layer's with biases, ReLUs in between."""
     torch.manual_seed(seed)
     layers: list[nn.Module] = []
     for index, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:], strict=True)):
         if index:
             layers.append(nn.ReLU())
-        layers.append(eml_ops.Layer(fan_in, fan_out))
+        layers.append(eml_ops.Layer(fan_in, fan_out, bias=True))
     return nn.Sequential(*layers)
 
 
@@ -183,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"C++ inference == Python forward: max |diff| {compare_inference(programs, workdir):.3g}")
     failure = run_program(programs / "infer_without_eml_ops", workdir / "trained.pt",
                           workdir / "input.pt", workdir / "unused.pt", check=False)
-    print(f"without libeml_ops.so (exit code {failure.returncode}): "
-          f"{failure.stderr.strip().splitlines()[0]}")
+    lines = [line for line in failure.stderr.splitlines() if line.strip()]
+    reason = next((line for line in lines if "Unknown builtin op" in line), lines[0])
+    print(f"without libeml_ops.so (exit code {failure.returncode}): {reason}")
     print(f"files in {workdir}")
     return 0
 

@@ -1,5 +1,5 @@
 // Inference without Python: loads a TorchScript model saved from Python, runs it on an input
-// tensor saved by torch.save, and writes the output with torch::pickle_save (torch.load reads
+// tensor saved by torch.save, and writes the output with torch::jit::pickle_save (torch.load reads
 // it). The eml:: operators come from libeml_ops.so, linked in; this file includes nothing of
 // eml_ops.
 //
@@ -18,11 +18,11 @@ torch::IValue load_pickle(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw std::runtime_error("cannot read " + path);
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  return torch::pickle_load(bytes);
+  return torch::jit::pickle_load(bytes);
 }
 
 void save_pickle(const torch::IValue& value, const std::string& path) {
-  const std::vector<char> bytes = torch::pickle_save(value);
+  const std::vector<char> bytes = torch::jit::pickle_save(value);
   std::ofstream file(path, std::ios::binary);
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!file) throw std::runtime_error("cannot write " + path);

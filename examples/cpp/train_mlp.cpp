@@ -1,6 +1,6 @@
 // Training without Python: loads a TorchScript MLP of eml_ops.Layer's saved from Python,
 // trains it with SGD and cross-entropy on data saved by torch.save, and saves the trained
-// model and the loss of every step (torch::pickle_save, which torch.load reads).
+// model and the loss of every step (torch::jit::pickle_save, which torch.load reads).
 //
 //   train_mlp MODEL.pt DATA.pt OUT_MODEL.pt OUT_LOSSES.pt [EPOCHS BATCH_SIZE LR]
 //
@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,11 @@ torch::IValue load_pickle(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw std::runtime_error("cannot read " + path);
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  return torch::pickle_load(bytes);
+  return torch::jit::pickle_load(bytes);
 }
 
 void save_pickle(const torch::IValue& value, const std::string& path) {
-  const std::vector<char> bytes = torch::pickle_save(value);
+  const std::vector<char> bytes = torch::jit::pickle_save(value);
   std::ofstream file(path, std::ios::binary);
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!file) throw std::runtime_error("cannot write " + path);
@@ -65,10 +66,16 @@ std::vector<double> train_epoch(torch::jit::Module& model, torch::optim::SGD& op
 
 // eml_ops' C++ API against ATen, on the trained first layer: the library's own entry point.
 void check_api(const torch::jit::Module& model, const torch::Tensor& inputs) {
-  const std::vector<torch::Tensor> parameters = parameters_of(model);
+  torch::Tensor weight;
+  std::optional<torch::Tensor> bias;
+  for (const auto& parameter : model.named_parameters()) {
+    if (parameter.name == "0.weight") weight = parameter.value;
+    if (parameter.name == "0.bias") bias = parameter.value;
+  }
+  if (!weight.defined()) throw std::runtime_error("the model has no layer 0 with a weight");
   torch::NoGradGuard no_grad;
-  const torch::Tensor ours = eml_ops::linear(inputs, parameters.at(0), parameters.at(1));
-  const torch::Tensor aten = torch::linear(inputs, parameters.at(0), parameters.at(1));
+  const torch::Tensor ours = eml_ops::linear(inputs, weight, bias);
+  const torch::Tensor aten = torch::linear(inputs, weight, bias);
   const double max_diff = (ours - aten).abs().max().item<double>();
   std::cout << "eml_ops::linear vs torch::linear: max |diff| = " << max_diff << "\n";
   if (max_diff > 1e-4) throw std::runtime_error("eml_ops::linear disagrees with torch::linear");
