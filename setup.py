@@ -112,7 +112,15 @@ class BuildExtensionKeepingObjects(BuildExtension):
     def build_extension(self, ext: object) -> None:
         """Build one extension in its own object folder; _C links the library just built."""
         package_dir = os.path.dirname(self.get_ext_fullpath(LIBRARY))
-        if ext.name != LIBRARY:
+        if ext.name == LIBRARY:
+            # BuildExtension defines these for Python modules: with them <torch/torch.h> would
+            # pull in <torch/extension.h> (pybind11, Python.h) into the library.
+            ext.extra_compile_args["cxx"] = [
+                arg for arg in ext.extra_compile_args["cxx"]
+                if arg != "-DTORCH_API_INCLUDE_EXTENSION_H"
+                and not arg.startswith("-DTORCH_EXTENSION_NAME=")
+            ]
+        else:
             ext.library_dirs = [package_dir, *ext.library_dirs]
         build_temp = self.build_temp
         self.build_temp = os.path.join(build_temp, ext.name.rsplit(".", 1)[-1])

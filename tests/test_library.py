@@ -81,6 +81,13 @@ def test_load_library_alone_gives_differentiable_ops() -> None:
     assert "modules: []" in result.stdout
 
 
+def test_load_library_after_import_is_the_same_library() -> None:
+    # The file _C already loaded: dlopen hands back the same library, nothing registers twice.
+    torch.ops.load_library(LIBRARY)
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    torch.testing.assert_close(torch.ops.eml.linear(x, w), torch.nn.functional.linear(x, w))
+
+
 def test_load_library_alone_runs_a_scripted_model(tmp_path: Path) -> None:
     model = torch.nn.Sequential(eml_ops.Layer(4, 8), torch.nn.ReLU(), eml_ops.Layer(8, 2))
     torch.jit.script(model).save(str(tmp_path / "model.pt"))
@@ -152,3 +159,24 @@ def test_cmake_prefix_command_points_at_the_cmake_package() -> None:
     path = subprocess.run([sys.executable, "-m", "eml_ops", "library-path"], capture_output=True,
                           text=True, check=True).stdout.strip()
     assert path == LIBRARY
+
+
+def test_cmake_package_rejects_another_torch(tmp_path: Path) -> None:
+    import cmake
+
+    (tmp_path / "CMakeLists.txt").write_text(textwrap.dedent("""
+        cmake_minimum_required(VERSION 3.18)
+        project(other_torch LANGUAGES NONE)
+        # As if find_package(Torch) had found another release.
+        add_library(torch INTERFACE IMPORTED)
+        set(Torch_VERSION 2.99.1)
+        find_package(eml_ops REQUIRED)
+    """))
+    result = subprocess.run(
+        [Path(cmake.CMAKE_BIN_DIR) / "cmake", "-S", tmp_path, "-B", tmp_path / "build",
+         f"-DCMAKE_PREFIX_PATH={eml_ops.cmake_prefix_path}"],
+        capture_output=True, text=True)
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert f"was built against torch {torch.__version__.split('+')[0]}" in message
+    assert "found 2.99.1" in message
