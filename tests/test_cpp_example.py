@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 from filelock import FileLock
 
 import eml_ops
@@ -56,8 +57,6 @@ def test_cpp_training_matches_python(programs: Path, tmp_path: Path) -> None:
 
 
 def test_cpp_training_learns(programs: Path, tmp_path: Path) -> None:
-    import torch
-
     training = demo.Training()
     demo.write_inputs(tmp_path, seed=5)
     demo.train_in_cpp(programs, tmp_path, training, env=one_thread())
@@ -83,16 +82,29 @@ def test_cpp_inference_matches_python_forward(programs: Path, tmp_path: Path) ->
     assert demo.compare_inference(programs, tmp_path) < 1e-5
 
 
+def test_aoti_package_calls_our_op_from_cpp(programs: Path, tmp_path: Path) -> None:
+    demo.write_inputs(tmp_path)
+    demo.train_in_cpp(programs, tmp_path, demo.Training(epochs=1), env=one_thread())
+    assert demo.compare_aoti(programs, tmp_path) < 1e-5
+    # The package really goes through eml::linear: without the library it cannot run.
+    result = demo.run_program(programs / "infer_without_eml_ops", tmp_path / "trained.pt2",
+                              tmp_path / "input.pt", tmp_path / "out.pt", check=False)
+    assert result.returncode == 1
+    assert "eml::linear" in result.stderr
+
+
 def test_program_without_the_library_reports_the_unknown_op(programs: Path,
                                                             tmp_path: Path) -> None:
     demo.write_inputs(tmp_path)
+    torch.save(torch.ones(2, 16), tmp_path / "x.pt")
     result = demo.run_program(programs / "infer_without_eml_ops", tmp_path / "model.pt",
-                              tmp_path / "data.pt", tmp_path / "out.pt", check=False)
+                              tmp_path / "x.pt", tmp_path / "out.pt", check=False)
     assert result.returncode == 1  # caught and reported, not a crash
     assert "Unknown builtin op: eml::linear" in result.stderr
 
 
 def test_cpp_programs_report_bad_files(programs: Path, tmp_path: Path) -> None:
+    torch.save(torch.ones(2, 16), tmp_path / "x.pt")
     result = demo.run_program(programs / "infer", tmp_path / "missing.pt", tmp_path / "x.pt",
                               tmp_path / "y.pt", check=False)
     assert result.returncode == 1

@@ -5,7 +5,10 @@
 2. ``train_mlp`` (C++, no Python) trains it for a few epochs and saves it and its losses;
 3. Python trains the same model the same way and checks losses and parameters against C++;
 4. ``infer`` (C++) runs the trained model; Python checks the output against its forward;
-5. ``infer_without_eml_ops`` (the same program, not linked with libeml_ops.so) fails with
+5. Python exports the trained model (``torch.export``) and compiles it with AOTInductor
+   (``aoti_compile_and_package``); ``infer`` runs the package, whose compiled code calls
+   ``eml::linear`` from libeml_ops.so, and Python checks its output;
+6. ``infer_without_eml_ops`` (the same program, not linked with libeml_ops.so) fails with
    libtorch's "Unknown builtin op: eml::linear".
 
     python examples/cpp/demo.py [--build-dir build/cpp-example] [--workdir DIR]
@@ -166,6 +169,24 @@ def compare_inference(programs: Path, workdir: Path) -> float:
     return (output - expected).abs().max().item()
 
 
+def compare_aoti(programs: Path, workdir: Path, seed: int = 0) -> float:
+    """infer on an AOTInductor package of the trained model vs its Python forward."""
+    model = make_model(seed)
+    model.load_state_dict(torch.jit.load(str(workdir / "trained.pt")).state_dict())
+    inputs = make_data(samples=64, seed=2)["inputs"]
+    torch.save(inputs, workdir / "input.pt")
+    exported = torch.export.export(model, (inputs,))
+    package = torch._inductor.aoti_compile_and_package(
+        exported, package_path=str(workdir / "trained.pt2")
+    )
+    run_program(programs / "infer", package, workdir / "input.pt", workdir / "output_aoti.pt")
+    with torch.no_grad():
+        expected = model(inputs)
+    output = torch.load(workdir / "output_aoti.pt")
+    torch.testing.assert_close(output, expected)
+    return (output - expected).abs().max().item()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build, train in C++ and Python, infer, and report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -181,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"C++ training == Python training: max |diff| of losses and parameters "
           f"{compare_training(workdir, training):.3g}")
     print(f"C++ inference == Python forward: max |diff| {compare_inference(programs, workdir):.3g}")
+    print(f"C++ inference of the AOTInductor package == Python forward: max |diff| "
+          f"{compare_aoti(programs, workdir):.3g}")
     failure = run_program(programs / "infer_without_eml_ops", workdir / "trained.pt",
                           workdir / "input.pt", workdir / "unused.pt", check=False)
     lines = [line for line in failure.stderr.splitlines() if line.strip()]
