@@ -81,6 +81,26 @@ def test_load_library_alone_gives_differentiable_ops() -> None:
     assert "modules: []" in result.stdout
 
 
+@pytest.mark.parametrize(("variable", "value", "getter"), [
+    ("EML_OPS_BACKEND", "reference", "get_backend"),
+    ("EML_OPS_ISA", "generic", "get_isa"),
+])
+def test_load_library_alone_reads_the_environment(variable: str, value: str, getter: str) -> None:
+    # The library reads the variable at its first op call, before eml_ops exists in the
+    # process; the variable is then removed, so eml_ops' import cannot be what applies it.
+    result = run_python(f"""
+        import os
+        import torch
+        torch.ops.load_library({LIBRARY!r})
+        torch.ops.eml.linear(torch.randn(64, 64), torch.randn(64, 64))
+        del os.environ[{variable!r}]
+        import eml_ops
+        print("selected:", eml_ops._C.{getter}())
+    """, **{variable: value})
+    assert result.returncode == 0, result.stderr
+    assert f"selected: {value}" in result.stdout
+
+
 def test_load_library_after_import_is_the_same_library() -> None:
     # The file _C already loaded: dlopen hands back the same library, nothing registers twice.
     torch.ops.load_library(LIBRARY)
