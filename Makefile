@@ -10,7 +10,7 @@ BUILD_STAMP := $(VENV)/.eml_ops-built
 CXX_SOURCES := $(shell find csrc -type f \( -name '*.cpp' -o -name '*.h' \))
 export MAX_JOBS ?= $(shell nproc)
 
-.PHONY: demo test bench lint cpp-test sanitize clean
+.PHONY: demo test bench lint cpp-test cpp-demo sanitize clean
 
 demo: $(BUILD_STAMP)
 	$(PY) -m eml_ops demo
@@ -29,6 +29,11 @@ cpp-test:
 	bash tests/cpp/run.sh
 	if [ -f tests/cpp/run_tpp.sh ] && pkg-config --exists libxsmm; then bash tests/cpp/run_tpp.sh; fi
 
+# Deploy without Python: builds examples/cpp (CMake, against libeml_ops.so and libtorch) into
+# build/cpp-example, trains and runs a scripted model there and checks it against Python.
+cpp-demo: $(BUILD_STAMP)
+	$(PY) examples/cpp/demo.py
+
 # ASan + UBSan build into build/sanitize (the release build is untouched), then the kernel
 # and op tests against it.
 sanitize: $(BUILD_STAMP)
@@ -43,9 +48,9 @@ $(DEPS_STAMP): requirements-dev.txt | $(PY)
 	touch $@
 
 # pip builds against the venv's torch (no build isolation); object files stay in build/.
-$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) setup.py pyproject.toml
+$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) $(wildcard csrc/cmake/*.in) setup.py pyproject.toml
 	$(PY) -m pip install --no-build-isolation --no-deps -e .
 	touch $@
 
 clean:
-	rm -rf build eml_ops/*.so $(BUILD_STAMP) *.egg-info
+	rm -rf build eml_ops/*.so eml_ops/_build_info.json eml_ops/include eml_ops/share $(BUILD_STAMP) *.egg-info

@@ -4,29 +4,79 @@
 C++ autograd kernel), ``torch.ops.eml.linear_forward`` and ``torch.ops.eml.linear_backward``,
 running on a selectable GEMM backend. Importing the package registers the operators.
 
+The operators live in ``libeml_ops.so`` (libtorch only, no Python): C++ programs link it
+(CMake: :data:`cmake_prefix_path`), and Python processes may load it alone with
+``torch.ops.load_library(eml_ops.library_path())``.
+
 The course stages (chapter "Custom Extensions") are kept alongside:
 :mod:`eml_ops.linear_python` (6.2), :func:`eml_ops.hello` and :mod:`eml_ops.linear_cpp` (6.3).
 """
 
 from __future__ import annotations
 
-import torch  # noqa: F401  (loads libtorch before our extension)
+import json
+import os
 
-from . import _C, _backends
-from ._backends import available_backends, get_backend, set_backend, use_backend
-from .layer import Layer, linear, replace_linear
+import torch
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _check_torch_version() -> None:
+    """Raise ImportError unless this torch is the release the binaries were built against.
+
+    The C++ ABI ties libeml_ops.so and _C to one torch release; with another, loading them
+    fails with undefined symbols or, worse, crashes later.
+    """
+    try:
+        with open(os.path.join(_PACKAGE_DIR, "_build_info.json")) as file:
+            built_with = json.load(file)["torch_version"]
+    except FileNotFoundError:
+        raise ImportError(
+            f"eml_ops is not built in {_PACKAGE_DIR}: run `pip install --no-build-isolation -e .`"
+        ) from None
+    running = torch.__version__.split("+")[0]
+    if running != built_with:
+        raise ImportError(
+            f"eml_ops was built against torch {built_with}, but torch {running} is installed "
+            f"({torch.__file__}): install torch=={built_with}, or rebuild eml_ops "
+            "(`pip install --no-build-isolation .`) against this torch."
+        )
+
+
+_check_torch_version()
+
+from . import _C, _backends  # noqa: E402  (after the version check: _C links libtorch)
+from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
+from .layer import Layer, linear, replace_linear  # noqa: E402
 
 __all__ = [
     "Layer",
     "available_backends",
+    "cmake_prefix_path",
     "get_backend",
     "hello",
+    "library_path",
     "linear",
     "replace_linear",
     "set_backend",
     "use_backend",
 ]
 __version__ = "0.1.0"
+
+
+#: Folder to add to ``CMAKE_PREFIX_PATH`` for ``find_package(eml_ops)`` (like
+#: ``torch.utils.cmake_prefix_path``); ``python -m eml_ops cmake-prefix`` prints it.
+cmake_prefix_path = os.path.join(_PACKAGE_DIR, "share", "cmake")
+
+
+def library_path() -> str:
+    """Absolute path of ``libeml_ops.so``, the operator library (libtorch only, no Python).
+
+    ``torch.ops.load_library(eml_ops.library_path())`` registers ``torch.ops.eml.*`` in a
+    process that does not import eml_ops; C++ programs link it (see :data:`cmake_prefix_path`).
+    """
+    return os.path.join(_PACKAGE_DIR, "libeml_ops.so")
 
 
 def hello() -> None:

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer run of eml_ops, beside the release build:
 #
-#   1. builds eml_ops._C with EML_OPS_SANITIZE=1 (setup.py adds -fsanitize=address,undefined
-#      -fno-sanitize-recover=undefined -O1 -g) into build/sanitize/ (objects in
-#      build/temp-sanitize/); the release build (eml_ops/_C*.so, build/temp-release/) is not
-#      touched;
+#   1. builds libeml_ops.so and eml_ops._C with EML_OPS_SANITIZE=1 (setup.py adds
+#      -fsanitize=address,undefined -fno-sanitize-recover=undefined -O1 -g) into
+#      build/sanitize/eml_ops/ (objects in build/temp-sanitize/); the release build
+#      (eml_ops/*.so, build/temp-release/) is not touched;
 #   2. copies the Python files of eml_ops/ next to the built .so (build/sanitize/eml_ops/);
 #   3. builds and runs the standalone GEMM test (tests/cpp/test_gemm.cpp) with the sanitizers;
 #   4. runs the kernel and op tests against the sanitized package, with libasan preloaded,
-#      checking inside pytest (and every xdist worker) that eml_ops and eml_ops._C really come
-#      from build/sanitize/ and that the ASan runtime is loaded.
+#      checking inside pytest (and every xdist worker) that eml_ops, eml_ops._C and
+#      libeml_ops.so really come from build/sanitize/ and that the ASan runtime is loaded.
 #
 # Exits non-zero on any test failure and on any sanitizer report: reports halt the process
 # that hit them (ASan by default, UBSan through -fno-sanitize-recover / halt_on_error) and are
@@ -29,11 +29,12 @@ jobs="${SANITIZE_JOBS:-${MAX_JOBS:-$(nproc)}}"
 start=$SECONDS
 phase() { echo "== [$((SECONDS - start)) s] $*"; }
 
-# 1. The sanitized extension.
-phase "building the sanitized extension into build/sanitize (MAX_JOBS=$jobs)"
+# 1. The sanitized library and extension.
+phase "building the sanitized library and extension into build/sanitize (MAX_JOBS=$jobs)"
 mkdir -p "$out"
 EML_OPS_SANITIZE=1 MAX_JOBS="$jobs" "$PY" setup.py -q build_ext --build-lib "$out"
 so="$(ls "$out"/eml_ops/_C*.so)"
+lib="$out/eml_ops/libeml_ops.so"
 
 # 2. The Python files of the package beside it (stale copies removed first).
 rm -f "$out"/eml_ops/*.py
@@ -51,8 +52,14 @@ if [[ -z "$libasan" || ! -f "$libasan" || -z "$libstdcxx" || ! -f "$libstdcxx" ]
   echo "sanitize.sh: $so is not linked against libasan and libstdc++" >&2
   exit 1
 fi
-if ! ldd "$so" | grep -q libubsan; then
-  echo "sanitize.sh: $so is not linked against libubsan" >&2
+for binary in "$so" "$lib"; do
+  if ! ldd "$binary" | grep -q libubsan || ! ldd "$binary" | grep -q libasan; then
+    echo "sanitize.sh: $binary is not linked against libasan and libubsan" >&2
+    exit 1
+  fi
+done
+if ! ldd "$so" | grep -q "libeml_ops.so => $lib"; then
+  echo "sanitize.sh: $so does not load the sanitized $lib" >&2
   exit 1
 fi
 
@@ -91,8 +98,8 @@ check_logs "standalone GEMM test"
 # 4. The op tests against the sanitized package. `python -P` keeps the working directory off
 #    sys.path (it would put the release eml_ops/ first); PYTHONPATH puts build/sanitize before
 #    the repository (which provides the `tests` package). The plugin below fails the session
-#    in every pytest process unless both eml_ops and eml_ops._C come from build/sanitize and
-#    libasan is loaded.
+#    in every pytest process unless eml_ops, eml_ops._C and libeml_ops.so come from
+#    build/sanitize and libasan is loaded.
 cat > "$out/eml_ops_sanitize_check.py" <<'EOF'
 """pytest plugin of tests/sanitize.sh: are we testing the sanitized build?"""
 
@@ -105,7 +112,7 @@ def pytest_configure(config):
     import eml_ops
 
     root = os.environ["EML_OPS_SANITIZED_ROOT"] + os.sep
-    for path in (eml_ops.__file__, eml_ops._C.__file__):
+    for path in (eml_ops.__file__, eml_ops._C.__file__, eml_ops.library_path()):
         if not os.path.realpath(path).startswith(root):
             raise pytest.UsageError(f"not the sanitized build: {path} is outside {root}")
     with open("/proc/self/maps") as maps:

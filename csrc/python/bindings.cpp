@@ -1,35 +1,16 @@
 // The Python module eml_ops._C: the course's pybind11 functions and the controls of
-// the eml:: ops (backends, ISA). The ops themselves are reached through torch.ops.eml.
+// the eml:: ops (backends, ISA). The ops themselves live in libeml_ops.so (linked, so
+// importing _C registers them) and are reached through torch.ops.eml.
 #include <torch/extension.h>
 
 #include <string>
 #include <vector>
 
 #include "course/FunctionCpp.h"
-#include "gemm/isa.h"
+#include "eml_ops/eml_ops.h"
 #include "gemm/peak.h"
 #include "ops/backend.h"
 #include "ops/linear.h"
-
-namespace {
-
-std::vector<std::string> available_backend_names() {
-  std::vector<std::string> names;
-  for (eml::Backend backend : eml::available_backends()) names.emplace_back(eml::backend_name(backend));
-  return names;
-}
-
-void set_isa(const std::string& name) {
-  if (name == eml::gemm::isa_name(eml::gemm::Isa::generic)) {
-    eml::gemm::set_active_isa(eml::gemm::Isa::generic);
-  } else if (name == eml::gemm::isa_name(eml::gemm::Isa::avx2)) {
-    eml::gemm::set_active_isa(eml::gemm::Isa::avx2);
-  } else {
-    throw std::invalid_argument("eml_ops: unknown ISA '" + name + "'; choose generic or avx2");
-  }
-}
-
-}  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "eml_ops C++ core: course functions (6.3) and controls of the eml:: operators";
@@ -53,9 +34,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear", &eml::ops::linear, py::arg("input"), py::arg("weight"),
         py::arg("bias") = py::none(), py::call_guard<py::gil_scoped_release>());
 
-  m.def("available_backends", &available_backend_names);
+  m.def("available_backends", &eml_ops::available_backends);
   m.def("default_backend", [] { return std::string(eml::backend_name(eml::default_backend())); });
-  m.def("get_backend", [] { return std::string(eml::backend_name(eml::current_backend())); });
+  m.def("get_backend", &eml_ops::get_backend);
   m.def("set_backend", [](const std::string& name) { eml::set_process_backend(name); },
         "Sets the process default backend; ValueError for an unknown or unavailable one.");
   m.def("get_process_backend",
@@ -69,9 +50,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     eml::set_thread_backend(name ? std::optional(eml::require_backend(*name)) : std::nullopt);
   }, "Sets (a name) or clears (None) the calling thread's backend override.");
 
-  m.def("detected_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::detected_isa())); });
-  m.def("get_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::active_isa())); });
-  m.def("set_isa", &set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");
+  m.def("detected_isa", &eml_ops::detected_isa);
+  m.def("get_isa", &eml_ops::get_isa);
+  m.def("set_isa", &eml_ops::set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");
   m.def("fma_peak_gflops", &eml::gemm::measure_fma_peak_gflops, py::arg("use_double") = false,
         py::arg("seconds") = 0.2, "Measured single-core FMA peak in GFLOP/s.",
         py::call_guard<py::gil_scoped_release>());
