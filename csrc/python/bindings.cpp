@@ -37,7 +37,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("available_backends", &eml_ops::available_backends);
   m.def("default_backend", [] { return std::string(eml::backend_name(eml::default_backend())); });
   m.def("get_backend", &eml_ops::get_backend);
-  m.def("set_backend", [](const std::string& name) { eml::set_process_backend(name); },
+  m.def("set_backend", &eml_ops::set_backend,
         "Sets the process default backend; ValueError for an unknown or unavailable one.");
   m.def("get_process_backend",
         [] { return std::string(eml::backend_name(eml::process_backend())); });
