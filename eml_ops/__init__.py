@@ -14,6 +14,7 @@ import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C, _backends
 from ._backends import available_backends, get_backend, set_backend, use_backend
+from ._vmap import register_vmap_rules
 from .layer import Layer, linear, replace_linear
 
 __all__ = [
@@ -35,3 +36,4 @@ def hello() -> None:
 
 
 _backends.apply_environment()
+register_vmap_rules()
