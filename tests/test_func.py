@@ -40,9 +40,9 @@ def no_vmap_fallback() -> Iterator[None]:
 # nn.functional.linear (batch [], [0], [8], [2, 3]; features (3, 4) and (8, 8)) and more:
 # zero in/out features and a 3-D batch.
 SAMPLES = [
-    ((3,), 4, True), ((3,), 4, False), ((0, 3), 4, True), ((8, 3), 4, False), ((2, 3, 3), 4, True),
-    ((8,), 8, False), ((2, 3, 8), 8, False), ((8, 8), 8, True), ((4, 0), 3, True), ((4, 5), 0, True),
-    ((2, 1, 2, 5), 3, True),
+    ((3,), 4, True), ((3,), 4, False), ((0, 3), 4, True), ((8, 3), 4, False),
+    ((2, 3, 3), 4, True), ((8,), 8, False), ((2, 3, 8), 8, False), ((8, 8), 8, True),
+    ((4, 0), 3, True), ((4, 5), 0, True), ((2, 1, 2, 5), 3, True),
 ]
 SAMPLE_IDS = [f"{'x'.join(map(str, s))}-out{o}-{'bias' if b else 'nobias'}" for s, o, b in SAMPLES]
 
@@ -325,7 +325,8 @@ def test_model_hessian_and_jvp(backend: str) -> None:
     reference = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double()
     model = eml_ops.replace_linear(copy.deepcopy(reference))
     x = torch.randn(3, dtype=DTYPE)
-    assert_trees_close(hessian(lambda v: model(v).sum())(x), hessian(lambda v: reference(v).sum())(x))
+    assert_trees_close(hessian(lambda v: model(v).sum())(x),
+                       hessian(lambda v: reference(v).sum())(x))
     v = torch.randn(3, dtype=DTYPE)
     assert_trees_close(jvp(model, (x,), (v,)), jvp(reference, (x,), (v,)))
 
