@@ -386,3 +386,46 @@ def test_frozen_weight_gradients(backend: str) -> None:
         actual = torch.autograd.grad(OPS.linear(*args), wanted, g)
         expected = torch.autograd.grad(F.linear(*args), wanted, g)
         assert_trees_close(actual, expected)
+
+
+# --- compiled autograd -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("needs", [(True, True, True), (False, True, True), (True, False, True),
+                                   (True, True, False), (False, False, True)], ids=str)
+def test_compiled_autograd(backend: str, needs: tuple[bool, bool, bool]) -> None:
+    """torch._dynamo.compiled_autograd traces our Node into its backward graph."""
+    from torch._dynamo import compiled_autograd
+
+    torch._dynamo.reset()
+    args = [t.detach().requires_grad_(n)
+            for t, n in zip(make_sample((6, 5), 3, True), needs, strict=True)]
+    graphs: list[str] = []
+
+    def record(graph_module: torch.fx.GraphModule, *_: object) -> torch.fx.GraphModule:
+        graphs.append(graph_module.code)
+        return graph_module
+
+    with compiled_autograd._enable(torch.compile(backend=record)):
+        OPS.linear(*args).tanh().sum().backward()
+    actual = [t.grad for t in args if t.requires_grad]
+    wanted = [t for t in args if t.requires_grad]
+    expected = torch.autograd.grad(F.linear(*args).tanh().sum(), wanted)
+    assert_trees_close(actual, list(expected))
+    assert any("EmlLinearBackward" in code for code in graphs)
+
+
+def test_compiled_autograd_through_linear_backward(backend: str) -> None:
+    from torch._dynamo import compiled_autograd
+
+    torch._dynamo.reset()
+    x, w = make_sample((6, 5), 3, False, requires_grad=True)
+    g = torch.randn(6, 3, dtype=DTYPE, requires_grad=True)
+
+    def loss() -> torch.Tensor:
+        return sum(t.square().sum() for t in OPS.linear_backward(g, x, w, [True, True, True]))
+
+    expected = torch.autograd.grad(loss(), (g, x, w))
+    with compiled_autograd._enable(torch.compile(backend="eager")):
+        loss().backward()
+    assert_trees_close([g.grad, x.grad, w.grad], list(expected))

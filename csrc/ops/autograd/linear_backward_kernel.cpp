@@ -17,6 +17,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "ops/autograd/compiled_autograd.h"
 #include "ops/autograd/formulas.h"
 #include "ops/linear.h"
 
@@ -27,6 +28,47 @@ using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 using torch::autograd::generated::details::toNonOptFwGrad;
 using torch::autograd::generated::details::toNonOptPrimal;
+
+// dL/dG, dL/dX, dL/dW (those in `mask`) for the gradients of linear_backward's outputs
+// (undefined for masked-off outputs), from the saved G, X, W (undefined where not saved).
+variable_list linear_backward_grads(const variable_list& grads, const at::Tensor& grad_output,
+                                    const at::Tensor& input, const at::Tensor& weight,
+                                    c10::SymIntArrayRef grad_output_sizes,
+                                    std::array<bool, 3> mask) {
+  const at::Tensor& grad_of_grad_input = grads[0];
+  const at::Tensor& grad_of_grad_weight = grads[1];
+  const at::Tensor& grad_of_grad_bias = grads[2];
+  variable_list result(3);
+  if (mask[0]) {
+    result[0] = linear_tangent(input, grad_of_grad_input, weight, grad_of_grad_weight,
+                               grad_of_grad_bias, grad_output_sizes);
+  }
+  if (mask[1] && grad_of_grad_weight.defined()) {
+    result[1] = input_grad(grad_output, grad_of_grad_weight);
+  }
+  if (mask[2] && grad_of_grad_input.defined()) {
+    result[2] = weight_grad(grad_output, grad_of_grad_input);
+  }
+  return result;
+}
+
+// linear_backward_grads on the state packed by LinearBackwardBackward::apply_with_saved.
+variable_list linear_backward_grads_functional(const variable_list& grads,
+                                               const std::vector<c10::IValue>& args) {
+  PackedArgs packed(args);
+  const auto mask = packed.unpack<std::array<bool, 3>>();
+  const auto grad_output = packed.unpack<std::optional<at::Tensor>>();
+  const auto input = packed.unpack<std::optional<at::Tensor>>();
+  const auto weight = packed.unpack<std::optional<at::Tensor>>();
+  const auto grad_output_sizes = packed.unpack<std::vector<c10::SymInt>>();
+  return linear_backward_grads(grads, grad_output.value_or(at::Tensor()),
+                               input.value_or(at::Tensor()), weight.value_or(at::Tensor()),
+                               grad_output_sizes, mask);
+}
+
+std::optional<at::Tensor> optional(const at::Tensor& tensor) {
+  return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
+}
 
 // Backward of (dX, dW, db) = linear_backward(G, X, W, mask). Inputs: gradients of dX, dW, db
 // (undefined for masked-off outputs). Outputs: dL/dG, dL/dX, dL/dW.
@@ -42,24 +84,45 @@ struct LinearBackwardBackward final : torch::autograd::Node {
 
   variable_list apply(variable_list&& grads) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    const at::Tensor& grad_of_grad_input = grads[0];
-    const at::Tensor& grad_of_grad_weight = grads[1];
-    const at::Tensor& grad_of_grad_bias = grads[2];
-    const at::Tensor grad_output = grad_output_.unpack();
-    const at::Tensor input = input_.unpack();
-    const at::Tensor weight = weight_.unpack();
-    variable_list result(3);
-    if (should_compute_output(0)) {
-      result[0] = linear_tangent(input, grad_of_grad_input, weight, grad_of_grad_weight,
-                                 grad_of_grad_bias, grad_output_sizes_);
-    }
-    if (should_compute_output(1) && grad_of_grad_weight.defined()) {
-      result[1] = input_grad(grad_output, grad_of_grad_weight);
-    }
-    if (should_compute_output(2) && grad_of_grad_input.defined()) {
-      result[2] = weight_grad(grad_output, grad_of_grad_input);
-    }
+    return linear_backward_grads(grads, grad_output_.unpack(), input_.unpack(), weight_.unpack(),
+                                 grad_output_sizes_, mask());
+  }
+
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
+    args.collect(grad_output_, false);
+    args.collect(input_, false);
+    args.collect(weight_, false);
+    args.collect(grad_output_sizes_);
+  }
+
+  variable_list apply_with_saved(const variable_list& grads,
+                                 torch::dynamo::autograd::SwapSavedVariables& saved) override {
+    saved.before(grad_output_);
+    saved.before(input_);
+    saved.before(weight_);
+    saved.before(grad_output_sizes_);
+    PackedArgs packed;
+    packed.pack(mask());
+    packed.pack(optional(grad_output_.unpack()));
+    packed.pack(optional(input_.unpack()));
+    packed.pack(optional(weight_.unpack()));
+    packed.pack(grad_output_sizes_);
+    static std::once_flag bound;
+    bind_once(bound, saved, name(), linear_backward_grads_functional,
+              {packed_type<std::array<bool, 3>>(), packed_type<std::optional<at::Tensor>>(),
+               packed_type<std::optional<at::Tensor>>(), packed_type<std::optional<at::Tensor>>(),
+               packed_type<std::vector<c10::SymInt>>()});
+    variable_list result = call_bound(*this, grads, packed, saved);
+    saved.after(grad_output_);
+    saved.after(input_);
+    saved.after(weight_);
+    saved.after(grad_output_sizes_);
     return result;
+  }
+
+  std::array<bool, 3> mask() const {
+    return {task_should_compute_output(0), task_should_compute_output(1),
+            task_should_compute_output(2)};
   }
 
   SavedVariable grad_output_;  // when input or weight needs a gradient

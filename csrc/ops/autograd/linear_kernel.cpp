@@ -13,6 +13,7 @@
 #include <array>
 #include <mutex>
 
+#include "ops/autograd/compiled_autograd.h"
 #include "ops/autograd/formulas.h"
 #include "ops/linear.h"
 
@@ -20,16 +21,50 @@ namespace eml::ops::autograd {
 namespace {
 
 using torch::autograd::SavedVariable;
-using torch::autograd::TypeAndSize;
 using torch::autograd::variable_list;
 using torch::autograd::generated::details::toNonOptFwGrad;
 using torch::autograd::generated::details::toNonOptPrimal;
 
 // linear_backward checks the shapes of input and weight even for a gradient that does not
-// read them. A tensor that was not saved is passed as a one-element stand-in of its shape
-// and dtype: the kernels read input only for dL/dW and weight only for dL/dX.
-at::Tensor stand_in(const TypeAndSize& tensor) {
-  return at::empty({}, tensor.options).expand_symint(tensor.sym_sizes);
+// read them. A tensor that was not saved is passed as a one-element stand-in of its shape:
+// the kernels read input only for dL/dW and weight only for dL/dX.
+at::Tensor stand_in(c10::SymIntArrayRef sizes, const at::Tensor& like) {
+  return at::empty({}, like.options()).expand_symint(sizes);
+}
+
+// dL/dX, dL/dW, dL/db (those in `mask`) for dL/dY; input/weight undefined where not saved.
+variable_list linear_grads(const at::Tensor& grad_output, const at::Tensor& input,
+                           const at::Tensor& weight, c10::SymIntArrayRef input_sizes,
+                           c10::SymIntArrayRef weight_sizes, std::array<bool, 3> mask) {
+  variable_list result(3);
+  if (!grad_output.defined()) return result;
+  if (at::GradMode::is_enabled()) {  // create_graph=True: differentiable gradients
+    if (mask[0]) result[0] = input_grad(grad_output, weight);
+    if (mask[1]) result[1] = weight_grad(grad_output, input);
+    if (mask[2]) result[2] = bias_grad(grad_output);
+    return result;
+  }
+  if (!mask[0] && !mask[1]) {
+    if (mask[2]) result[2] = bias_grad(grad_output);
+    return result;
+  }
+  auto [grad_input, grad_weight, grad_bias] = ops::linear_backward(
+      grad_output, input.defined() ? input : stand_in(input_sizes, grad_output),
+      weight.defined() ? weight : stand_in(weight_sizes, grad_output), mask);
+  return {grad_input, grad_weight, grad_bias};
+}
+
+// linear_grads on the state packed by LinearBackward::apply_with_saved.
+variable_list linear_grads_functional(const variable_list& grads,
+                                      const std::vector<c10::IValue>& args) {
+  PackedArgs packed(args);
+  const auto mask = packed.unpack<std::array<bool, 3>>();
+  const auto input = packed.unpack<std::optional<at::Tensor>>();
+  const auto weight = packed.unpack<std::optional<at::Tensor>>();
+  const auto input_sizes = packed.unpack<std::vector<c10::SymInt>>();
+  const auto weight_sizes = packed.unpack<std::vector<c10::SymInt>>();
+  return linear_grads(grads[0], input.value_or(at::Tensor()), weight.value_or(at::Tensor()),
+                      input_sizes, weight_sizes, mask);
 }
 
 // Backward of y = linear(x, W, b). Inputs: dL/dY. Outputs: dL/dX, dL/dW, dL/db.
@@ -44,35 +79,59 @@ struct LinearBackward final : torch::autograd::Node {
 
   variable_list apply(variable_list&& grads) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    const at::Tensor& grad_output = grads[0];
-    const std::array<bool, 3> mask = {should_compute_output(0), should_compute_output(1),
-                                      has_bias_ && should_compute_output(2)};
     // unpack() raises PyTorch's "backward through the graph a second time" once released.
-    const at::Tensor input = input_.unpack();
-    const at::Tensor weight = weight_.unpack();
-    variable_list result(3);
-    if (!grad_output.defined()) return result;
-    if (at::GradMode::is_enabled()) {  // create_graph=True: differentiable gradients
-      if (mask[0]) result[0] = input_grad(grad_output, weight);
-      if (mask[1]) result[1] = weight_grad(grad_output, input);
-      if (mask[2]) result[2] = bias_grad(grad_output);
-      return result;
-    }
-    if (!mask[0] && !mask[1]) {
-      if (mask[2]) result[2] = bias_grad(grad_output);
-      return result;
-    }
-    auto [grad_input, grad_weight, grad_bias] = ops::linear_backward(
-        grad_output, input.defined() ? input : stand_in(input_info_),
-        weight.defined() ? weight : stand_in(weight_info_), mask);
-    return {grad_input, grad_weight, grad_bias};
+    return linear_grads(grads[0], input_.unpack(), weight_.unpack(), input_sizes_,
+                        weight_sizes_, mask());
+  }
+
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
+    args.collect(input_, false);
+    args.collect(weight_, false);
+    args.collect(input_sizes_);
+    args.collect(weight_sizes_);
+    args.collect(has_bias_);
+  }
+
+  variable_list apply_with_saved(const variable_list& grads,
+                                 torch::dynamo::autograd::SwapSavedVariables& saved) override {
+    saved.before(input_);
+    saved.before(weight_);
+    saved.before(input_sizes_);
+    saved.before(weight_sizes_);
+    PackedArgs packed;
+    packed.pack(mask());
+    packed.pack(optional(input_.unpack()));
+    packed.pack(optional(weight_.unpack()));
+    packed.pack(input_sizes_);
+    packed.pack(weight_sizes_);
+    static std::once_flag bound;
+    bind_once(bound, saved, name(), linear_grads_functional,
+              {packed_type<std::array<bool, 3>>(), packed_type<std::optional<at::Tensor>>(),
+               packed_type<std::optional<at::Tensor>>(), packed_type<std::vector<c10::SymInt>>(),
+               packed_type<std::vector<c10::SymInt>>()});
+    variable_list result = call_bound(*this, grads, packed, saved);
+    saved.after(input_);
+    saved.after(weight_);
+    saved.after(input_sizes_);
+    saved.after(weight_sizes_);
+    return result;
+  }
+
+  // The gradients this backward pass asks for.
+  std::array<bool, 3> mask() const {
+    return {task_should_compute_output(0), task_should_compute_output(1),
+            has_bias_ && task_should_compute_output(2)};
+  }
+
+  static std::optional<at::Tensor> optional(const at::Tensor& tensor) {
+    return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
   }
 
   // As ATen's linear: input only if the weight needs a gradient, weight only if the input does.
   SavedVariable input_;
   SavedVariable weight_;
-  TypeAndSize input_info_;
-  TypeAndSize weight_info_;
+  std::vector<c10::SymInt> input_sizes_;
+  std::vector<c10::SymInt> weight_sizes_;
   bool has_bias_ = false;
 };
 
@@ -83,8 +142,8 @@ c10::intrusive_ptr<LinearBackward> make_grad_fn(const at::Tensor& input, const a
   grad_fn->has_bias_ = bias.has_value() && bias->defined();
   if (grad_fn->should_compute_output(1)) grad_fn->input_ = SavedVariable(input, false);
   if (grad_fn->should_compute_output(0)) grad_fn->weight_ = SavedVariable(weight, false);
-  grad_fn->input_info_ = TypeAndSize(input);
-  grad_fn->weight_info_ = TypeAndSize(weight);
+  grad_fn->input_sizes_ = input.sym_sizes().vec();
+  grad_fn->weight_sizes_ = weight.sym_sizes().vec();
   return grad_fn;
 }
 
