@@ -1,7 +1,7 @@
 // Compiled autograd (torch._dynamo.compiled_autograd) for our Nodes, done as PyTorch's
 // generated nodes and C++ custom Functions do it: the node's backward is a free function of
-// (gradients, packed saved state), bound with the compiler and called through it, so the
-// compiled backward graph contains our ops.
+// (gradients, packed saved state), bound with the compiler and called through it: the
+// compiled backward graph calls it, and through it our ops.
 #pragma once
 
 #include <torch/csrc/autograd/function.h>
@@ -40,6 +40,11 @@ inline torch::autograd::variable_list call_bound(const torch::autograd::Node& no
   return compiled::getPyCompilerInterface()->call_function(
       saved.get_py_compiler(), "apply_functional", node.name(), grads, args.vec(),
       output_metadata);
+}
+
+// A saved tensor for packing: undefined (not saved) becomes None.
+inline std::optional<at::Tensor> saved_or_none(const at::Tensor& tensor) {
+  return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
 }
 
 // The packed type of a T (an entry of a schema).

@@ -66,10 +66,6 @@ variable_list linear_backward_grads_functional(const variable_list& grads,
                                grad_output_sizes, mask);
 }
 
-std::optional<at::Tensor> optional(const at::Tensor& tensor) {
-  return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
-}
-
 // Backward of (dX, dW, db) = linear_backward(G, X, W, mask). Inputs: gradients of dX, dW, db
 // (undefined for masked-off outputs). Outputs: dL/dG, dL/dX, dL/dW.
 struct LinearBackwardBackward final : torch::autograd::Node {
@@ -103,9 +99,9 @@ struct LinearBackwardBackward final : torch::autograd::Node {
     saved.before(grad_output_sizes_);
     PackedArgs packed;
     packed.pack(mask());
-    packed.pack(optional(grad_output_.unpack()));
-    packed.pack(optional(input_.unpack()));
-    packed.pack(optional(weight_.unpack()));
+    packed.pack(saved_or_none(grad_output_.unpack()));
+    packed.pack(saved_or_none(input_.unpack()));
+    packed.pack(saved_or_none(weight_.unpack()));
     packed.pack(grad_output_sizes_);
     static std::once_flag bound;
     bind_once(bound, saved, name(), linear_backward_grads_functional,

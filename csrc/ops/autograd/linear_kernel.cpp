@@ -100,8 +100,8 @@ struct LinearBackward final : torch::autograd::Node {
     saved.before(weight_sizes_);
     PackedArgs packed;
     packed.pack(mask());
-    packed.pack(optional(input_.unpack()));
-    packed.pack(optional(weight_.unpack()));
+    packed.pack(saved_or_none(input_.unpack()));
+    packed.pack(saved_or_none(weight_.unpack()));
     packed.pack(input_sizes_);
     packed.pack(weight_sizes_);
     static std::once_flag bound;
@@ -121,10 +121,6 @@ struct LinearBackward final : torch::autograd::Node {
   std::array<bool, 3> mask() const {
     return {task_should_compute_output(0), task_should_compute_output(1),
             has_bias_ && task_should_compute_output(2)};
-  }
-
-  static std::optional<at::Tensor> optional(const at::Tensor& tensor) {
-    return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
   }
 
   // As ATen's linear: input only if the weight needs a gradient, weight only if the input does.
