@@ -19,6 +19,7 @@
 
 #include "ops/autograd/compiled_autograd.h"
 #include "ops/autograd/formulas.h"
+#include "ops/autograd/make_node.h"
 #include "ops/linear.h"
 
 namespace eml::ops::autograd {
@@ -127,11 +128,11 @@ struct LinearBackwardBackward final : torch::autograd::Node {
   std::vector<c10::SymInt> grad_output_sizes_;
 };
 
-c10::intrusive_ptr<LinearBackwardBackward> make_grad_fn(const at::Tensor& grad_output,
+NodePtr<LinearBackwardBackward> make_grad_fn(const at::Tensor& grad_output,
                                                         const at::Tensor& input,
                                                         const at::Tensor& weight,
                                                         std::array<bool, 3> output_mask) {
-  auto grad_fn = c10::make_intrusive<LinearBackwardBackward>();
+  auto grad_fn = make_node<LinearBackwardBackward>();
   grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, input, weight));
   const bool grad_output_needs_grad = grad_fn->should_compute_output(0);
   if ((grad_fn->should_compute_output(1) && output_mask[1]) ||
@@ -181,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     std::array<bool, 3> output_mask) {
   detail::check_linear_backward_args("eml::linear_backward", grad_output, input, weight);
-  c10::intrusive_ptr<LinearBackwardBackward> grad_fn;
+  NodePtr<LinearBackwardBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(grad_output, input, weight)) {
     grad_fn = make_grad_fn(grad_output, input, weight, output_mask);
   }

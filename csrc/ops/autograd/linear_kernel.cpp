@@ -15,6 +15,7 @@
 
 #include "ops/autograd/compiled_autograd.h"
 #include "ops/autograd/formulas.h"
+#include "ops/autograd/make_node.h"
 #include "ops/linear.h"
 
 namespace eml::ops::autograd {
@@ -131,9 +132,9 @@ struct LinearBackward final : torch::autograd::Node {
   bool has_bias_ = false;
 };
 
-c10::intrusive_ptr<LinearBackward> make_grad_fn(const at::Tensor& input, const at::Tensor& weight,
+NodePtr<LinearBackward> make_grad_fn(const at::Tensor& input, const at::Tensor& weight,
                                                 const std::optional<at::Tensor>& bias) {
-  auto grad_fn = c10::make_intrusive<LinearBackward>();
+  auto grad_fn = make_node<LinearBackward>();
   grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   grad_fn->has_bias_ = bias.has_value() && bias->defined();
   if (grad_fn->should_compute_output(1)) grad_fn->input_ = SavedVariable(input, false);
@@ -160,7 +161,7 @@ template <const char* kOpName>
 at::Tensor linear_autograd(const at::Tensor& input, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias) {
   detail::check_linear_args(kOpName, input, weight, bias);
-  c10::intrusive_ptr<LinearBackward> grad_fn;
+  NodePtr<LinearBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(input, weight, bias)) {
     grad_fn = make_grad_fn(input, weight, bias);
   }
