@@ -233,6 +233,22 @@ def main() -> int:
         else:
             raise AssertionError("a second backward without retain_graph did not raise")
 
+    @check("compiled autograd (torch._dynamo.compiled_autograd) through both Nodes")
+    def _() -> None:
+        from torch._dynamo import compiled_autograd
+
+        x, w, b = sample((6, 5), 3, True, requires_grad=True)
+        g = torch.randn(6, 3, dtype=torch.float64, device=DEVICE, requires_grad=True)
+
+        def loss() -> torch.Tensor:
+            grads = OPS.linear_backward(g, x, w, [True, True, True])
+            return OPS.linear(x, w, b).tanh().sum() + sum(t.square().sum() for t in grads)
+
+        expected = torch.autograd.grad(loss(), (g, x, w, b))
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            loss().backward()
+        torch.testing.assert_close([g.grad, x.grad, w.grad, b.grad], list(expected), **TOL64)
+
     @check("autocast (bfloat16): forward and backward")
     def _() -> None:
         layer = eml_ops.Layer(8, 4, bias=True, device=DEVICE)
