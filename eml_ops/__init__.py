@@ -48,6 +48,7 @@ _check_torch_version()
 
 from . import _C, _backends  # noqa: E402  (after the version check: _C links libtorch)
 from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
+from ._vmap import register_vmap_rules  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402
 
 __all__ = [
@@ -85,3 +86,4 @@ def hello() -> None:
 
 
 _backends.apply_environment()
+register_vmap_rules()

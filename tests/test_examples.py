@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 import eml_ops
 
@@ -90,3 +91,36 @@ def test_ddp_training_reduces_the_loss(tmp_path: Path) -> None:
     losses = json.loads(result_path.read_text())["losses"]
     assert len(losses) == 20
     assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("backend", eml_ops.available_backends())
+def test_per_sample_grads_match_the_loop(backend: str, capsys: pytest.CaptureFixture) -> None:
+    per_sample_grads = load_example("per_sample_grads")
+    enabled = torch._C._functorch._is_vmap_fallback_enabled()
+    torch._C._functorch._set_vmap_fallback_enabled(False)  # a missing vmap rule would raise
+    try:
+        result = per_sample_grads.main(["--batch-size", "9", "--backend", backend, "--seed", "2"])
+    finally:
+        torch._C._functorch._set_vmap_fallback_enabled(enabled)
+    assert result["backend"] == backend and result["match"] is True
+    assert result["shapes"] == {"0.weight": [9, 64, 20], "0.bias": [9, 64],
+                                "2.weight": [9, 5, 64], "2.bias": [9, 5]}
+    assert max(result["max_abs_diff"].values()) < 1e-5
+    assert "match" in capsys.readouterr().out
+
+
+def test_per_sample_grads_equal_nn_linear_and_sum_to_the_batch_gradient() -> None:
+    per_sample_grads = load_example("per_sample_grads")
+    torch.manual_seed(0)
+    model = per_sample_grads.make_model(6, 8, 3)
+    reference = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    reference.load_state_dict(model.state_dict())
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    grads = per_sample_grads.per_sample_grads_vmap(model, params, x, y)
+    expected = per_sample_grads.per_sample_grads_vmap(reference, params, x, y)
+    mean_loss = torch.nn.functional.cross_entropy(model(x), y)
+    batch_grads = torch.autograd.grad(mean_loss, list(model.parameters()))
+    for (name, _), batch_grad in zip(model.named_parameters(), batch_grads, strict=True):
+        torch.testing.assert_close(grads[name], expected[name], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(grads[name].mean(0), batch_grad, rtol=1e-5, atol=1e-6)

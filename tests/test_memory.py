@@ -25,8 +25,10 @@ MEASURED_STEPS = 20_000
 MAX_GROWTH_MIB = 64
 
 # The child: a small MLP of eml_ops.Layer trained with SGD on batches of a few sizes (so the
-# kernels see several shapes, including 1-row and N-D inputs), every 50th step also a bad
-# input whose exception is caught (error paths must not leak either).
+# kernels see several shapes, including 1-row and N-D inputs); its middle layer has a frozen
+# weight (the autograd kernel then saves no input). Every 50th step also a bad input whose
+# exception is caught (error paths must not leak either), a forward-mode jvp and per-sample
+# gradients with vmap(grad) (the forward-AD formula and the vmap rules).
 CHILD = """
 import gc, json, os, sys
 import torch
@@ -38,9 +40,17 @@ eml_ops.set_backend(backend)
 # (spinning pool threads on an oversubscribed machine make steps 10x slower).
 torch.set_num_threads(1)
 torch.manual_seed(0)
-model = torch.nn.Sequential(eml_ops.Layer(32, 48, bias=True), torch.nn.Tanh(),
-                            eml_ops.Layer(48, 10))
-optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+frozen = eml_ops.Layer(48, 48, bias=True)
+frozen.weight.requires_grad_(False)
+model = torch.nn.Sequential(eml_ops.Layer(32, 48, bias=True), torch.nn.Tanh(), frozen,
+                            torch.nn.Tanh(), eml_ops.Layer(48, 10))
+optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+params = dict(model.named_parameters())
+
+def per_sample_loss(params, x, t):
+    y = torch.func.functional_call(model, params, (x.unsqueeze(0),))
+    return torch.nn.functional.mse_loss(y, t.unsqueeze(0))
+
 batches = [torch.randn(*shape, 32) for shape in [(16,), (1,), (33,), (4, 8), (64,)]]
 targets = [torch.randn(*b.shape[:-1], 10) for b in batches]
 page = os.sysconf("SC_PAGE_SIZE")
@@ -65,6 +75,10 @@ def train(steps, offset):
                 assert "in_features mismatch" in str(error)
             else:
                 raise AssertionError("bad input accepted")
+            torch.func.jvp(model, (x,), (torch.ones_like(x),))
+            torch.func.vmap(torch.func.grad(per_sample_loss), in_dims=(None, 0, 0))(
+                {k: v.detach() for k, v in params.items()}, x.reshape(-1, 32),
+                t.reshape(-1, 10))
     return float(loss.detach())
 
 first_loss = train(warmup, 0)

@@ -28,24 +28,45 @@ def sample_inputs(dtype: torch.dtype = torch.float32, requires_grad: bool = Fals
     ]
 
 
+# All three ops have autograd kernels: opcheck runs its autograd-registration test whenever
+# an input requires grad, so both cases run for each.
+REQUIRES_GRAD = pytest.mark.parametrize("requires_grad", [False, True], ids=["nograd", "grad"])
+
+
+@REQUIRES_GRAD
 @pytest.mark.parametrize("case", range(len(sample_inputs())))
-def test_opcheck_linear(backend: str, case: int) -> None:
-    args = sample_inputs(requires_grad=True)[case]
+def test_opcheck_linear(backend: str, case: int, requires_grad: bool) -> None:
+    args = sample_inputs(requires_grad=requires_grad)[case]
     torch.library.opcheck(OPS.linear, args)
 
 
+@REQUIRES_GRAD
 @pytest.mark.parametrize("case", range(len(sample_inputs())))
-def test_opcheck_linear_forward(backend: str, case: int) -> None:
-    torch.library.opcheck(OPS.linear_forward, sample_inputs()[case])
+def test_opcheck_linear_forward(backend: str, case: int, requires_grad: bool) -> None:
+    torch.library.opcheck(OPS.linear_forward, sample_inputs(requires_grad=requires_grad)[case])
 
 
+@REQUIRES_GRAD
 @pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True),
                                   (False, False, True)])
 @pytest.mark.parametrize("case", range(len(sample_inputs())))
-def test_opcheck_linear_backward(backend: str, case: int, mask: tuple[bool, bool, bool]) -> None:
-    x, w, _ = sample_inputs()[case]
-    grad = torch.randn(*x.shape[:-1], w.shape[0])
+def test_opcheck_linear_backward(backend: str, case: int, mask: tuple[bool, bool, bool],
+                                 requires_grad: bool) -> None:
+    x, w, _ = sample_inputs(requires_grad=requires_grad)[case]
+    grad = torch.randn(*x.shape[:-1], w.shape[0], requires_grad=requires_grad)
     torch.library.opcheck(OPS.linear_backward, (grad, x, w, list(mask)))
+
+
+@REQUIRES_GRAD
+@pytest.mark.parametrize("case", range(len(sample_inputs())))
+def test_opcheck_on_meta(case: int, requires_grad: bool) -> None:
+    x, w, b = (None if t is None else t.detach().to("meta").requires_grad_(requires_grad)
+               for t in sample_inputs()[case])
+    grad = torch.empty(*x.shape[:-1], w.shape[0], device="meta", requires_grad=requires_grad)
+    for op, args in [(OPS.linear, (x, w, b)), (OPS.linear_forward, (x, w, b)),
+                     (OPS.linear_backward, (grad, x, w, [True, True, True]))]:
+        results = torch.library.opcheck(op, args)
+        assert set(results.values()) == {"SUCCESS"}, (op, results)
 
 
 def test_gradcheck_and_gradgradcheck(backend: str) -> None:

@@ -113,3 +113,36 @@ def test_gradients_match_f_linear_and_float64(problem: dict) -> None:
     for a, e, r in zip(actual, expected, reference, strict=True):
         torch.testing.assert_close(a, e, **tol)
         torch.testing.assert_close(a.double(), r, **tol)
+
+
+# --- gradcheck-based validation: every drawn case, in float64, reverse and forward mode ---
+
+SMALL_LAYOUTS = ["contiguous", "transposed", "sliced"]
+
+
+@st.composite
+def small_float64_problems(draw: st.DrawFn) -> dict:
+    """Small shapes (gradcheck perturbs every element): N-D, 1-D and zero-size."""
+    return {
+        "batch": draw(st.lists(st.integers(0, 3), min_size=0, max_size=3)),
+        "in_features": draw(st.integers(0, 4)),
+        "out_features": draw(st.integers(0, 4)),
+        "input_layout": draw(st.sampled_from(SMALL_LAYOUTS)),
+        "weight_layout": draw(st.sampled_from(SMALL_LAYOUTS)),
+        "bias": draw(st.sampled_from([None, "contiguous", "sliced"])),
+        "dtype": torch.float64,
+        "backend": draw(st.sampled_from(BACKENDS)),
+        "isa": draw(st.sampled_from(ISAS)),
+        "threads": 1,
+        "seed": draw(st.integers(0, 2**31 - 1)),
+    }
+
+
+@given(small_float64_problems())
+def test_gradcheck_and_gradgradcheck_with_forward_ad(problem: dict) -> None:
+    x, w, b = build(problem)
+    args = tuple(t.requires_grad_(True) for t in (x, w, b) if t is not None)
+    with running_on(problem):
+        assert torch.autograd.gradcheck(eml_ops.linear, args, check_forward_ad=True,
+                                        check_batched_grad=True)
+        assert torch.autograd.gradgradcheck(eml_ops.linear, args, check_fwd_over_rev=True)

@@ -1,70 +1,188 @@
-// The autograd kernel of eml::linear: a C++ torch::autograd::Function, so models
-// scripted with TorchScript train without Python. Forward and backward call the
-// eml:: ops through the dispatcher.
-#include <torch/autograd.h>
+// The autograd kernel of eml::linear and eml::linear_forward, registered at the Autograd key
+// so that TorchScript models train without Python. It is built the way PyTorch's generated
+// kernels (VariableType) are: a torch::autograd::Node with SavedVariables, wired into the
+// graph with collect_next_edges/set_history, plus a forward-mode formula. Unlike a C++
+// torch::autograd::Function, torch.func's transforms (grad, jacrev, jvp, vmap, ...) accept it.
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/FunctionsManual.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
-#include "ops/composite/linear_kernel.h"
+#include <array>
+#include <mutex>
+
+#include "ops/autograd/compiled_autograd.h"
+#include "ops/autograd/formulas.h"
+#include "ops/autograd/make_node.h"
 #include "ops/linear.h"
 
 namespace eml::ops::autograd {
 namespace {
 
-using torch::autograd::AutogradContext;
+using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
+using torch::autograd::generated::details::toNonOptFwGrad;
+using torch::autograd::generated::details::toNonOptPrimal;
 
-// Gradients that can themselves be differentiated (create_graph=True): built from
-// eml::linear itself, so double (and higher) backward stays on our op.
-//   dL/dX = dL/dY · W      = linear(dL/dY, W^T)
-//   dL/dW = (dL/dY)^T · X  = linear((dL/dY)^T, X^T)
-variable_list differentiable_grads(const at::Tensor& grad_output, const at::Tensor& input,
-                                   const at::Tensor& weight, std::array<bool, 3> needs_grad) {
-  at::Tensor grad_input, grad_weight, grad_bias;
-  const at::Tensor grad_2d = composite::as_matrix(grad_output);
-  if (needs_grad[0]) grad_input = ops::linear(grad_output, weight.t(), std::nullopt);
-  if (needs_grad[1]) {
-    grad_weight = ops::linear(grad_2d.t(), composite::as_matrix(input).t(), std::nullopt);
+// linear_backward checks the shapes of input and weight even for a gradient that does not
+// read them. A tensor that was not saved is passed as a one-element stand-in of its shape:
+// the kernels read input only for dL/dW and weight only for dL/dX.
+at::Tensor stand_in(c10::SymIntArrayRef sizes, const at::Tensor& like) {
+  return at::empty({}, like.options()).expand_symint(sizes);
+}
+
+// dL/dX, dL/dW, dL/db (those in `mask`) for dL/dY; input/weight undefined where not saved.
+variable_list linear_grads(const at::Tensor& grad_output, const at::Tensor& input,
+                           const at::Tensor& weight, c10::SymIntArrayRef input_sizes,
+                           c10::SymIntArrayRef weight_sizes, std::array<bool, 3> mask) {
+  variable_list result(3);
+  if (!grad_output.defined()) return result;
+  if (at::GradMode::is_enabled()) {  // create_graph=True: differentiable gradients
+    if (mask[0]) result[0] = input_grad(grad_output, weight);
+    if (mask[1]) result[1] = weight_grad(grad_output, input);
+    if (mask[2]) result[2] = bias_grad(grad_output);
+    return result;
   }
-  if (needs_grad[2]) grad_bias = grad_2d.sum(0);
+  if (!mask[0] && !mask[1]) {
+    if (mask[2]) result[2] = bias_grad(grad_output);
+    return result;
+  }
+  auto [grad_input, grad_weight, grad_bias] = ops::linear_backward(
+      grad_output, input.defined() ? input : stand_in(input_sizes, grad_output),
+      weight.defined() ? weight : stand_in(weight_sizes, grad_output), mask);
   return {grad_input, grad_weight, grad_bias};
 }
 
-class LinearFunction : public torch::autograd::Function<LinearFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
-                            const std::optional<at::Tensor>& bias) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    ctx->save_for_backward({input, weight});
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    return ops::linear_forward(input, weight, bias);
+// linear_grads on the state packed by LinearBackward::apply_with_saved.
+variable_list linear_grads_functional(const variable_list& grads,
+                                      const std::vector<c10::IValue>& args) {
+  PackedArgs packed(args);
+  const auto mask = packed.unpack<std::array<bool, 3>>();
+  const auto input = packed.unpack<std::optional<at::Tensor>>();
+  const auto weight = packed.unpack<std::optional<at::Tensor>>();
+  const auto input_sizes = packed.unpack<std::vector<c10::SymInt>>();
+  const auto weight_sizes = packed.unpack<std::vector<c10::SymInt>>();
+  return linear_grads(grads[0], input.value_or(at::Tensor()), weight.value_or(at::Tensor()),
+                      input_sizes, weight_sizes, mask);
+}
+
+// Backward of y = linear(x, W, b). Inputs: dL/dY. Outputs: dL/dX, dL/dW, dL/db.
+struct LinearBackward final : torch::autograd::Node {
+  std::string name() const override { return "EmlLinearBackward"; }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    input_.reset_data();
+    weight_.reset_data();
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& input = saved[0];
-    const at::Tensor& weight = saved[1];
-    const at::Tensor& grad_output = grad_outputs[0];
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    const std::array<bool, 3> needs_grad = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                                            has_bias && ctx->needs_input_grad(2)};
-    if (!grad_output.defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
-    if (at::GradMode::is_enabled()) {
-      return differentiable_grads(grad_output, input, weight, needs_grad);
-    }
-    auto [grad_input, grad_weight, grad_bias] =
-        ops::linear_backward(grad_output, input, weight, needs_grad);
-    return {grad_input, grad_weight, grad_bias};
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // unpack() raises PyTorch's "backward through the graph a second time" once released.
+    return linear_grads(grads[0], input_.unpack(), weight_.unpack(), input_sizes_,
+                        weight_sizes_, mask());
   }
+
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
+    args.collect(input_, false);
+    args.collect(weight_, false);
+    args.collect(input_sizes_);
+    args.collect(weight_sizes_);
+    args.collect(has_bias_);
+  }
+
+  variable_list apply_with_saved(const variable_list& grads,
+                                 torch::dynamo::autograd::SwapSavedVariables& saved) override {
+    saved.before(input_);
+    saved.before(weight_);
+    saved.before(input_sizes_);
+    saved.before(weight_sizes_);
+    PackedArgs packed;
+    packed.pack(mask());
+    packed.pack(saved_or_none(input_.unpack()));
+    packed.pack(saved_or_none(weight_.unpack()));
+    packed.pack(input_sizes_);
+    packed.pack(weight_sizes_);
+    static std::once_flag bound;
+    bind_once(bound, saved, name(), linear_grads_functional,
+              {packed_type<std::array<bool, 3>>(), packed_type<std::optional<at::Tensor>>(),
+               packed_type<std::optional<at::Tensor>>(), packed_type<std::vector<c10::SymInt>>(),
+               packed_type<std::vector<c10::SymInt>>()});
+    variable_list result = call_bound(*this, grads, packed, saved);
+    saved.after(input_);
+    saved.after(weight_);
+    saved.after(input_sizes_);
+    saved.after(weight_sizes_);
+    return result;
+  }
+
+  // The gradients this backward pass asks for.
+  std::array<bool, 3> mask() const {
+    return {task_should_compute_output(0), task_should_compute_output(1),
+            has_bias_ && task_should_compute_output(2)};
+  }
+
+  // As ATen's linear: input only if the weight needs a gradient, weight only if the input does.
+  SavedVariable input_;
+  SavedVariable weight_;
+  std::vector<c10::SymInt> input_sizes_;
+  std::vector<c10::SymInt> weight_sizes_;
+  bool has_bias_ = false;
 };
 
+NodePtr<LinearBackward> make_grad_fn(const at::Tensor& input, const at::Tensor& weight,
+                                                const std::optional<at::Tensor>& bias) {
+  auto grad_fn = make_node<LinearBackward>();
+  grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
+  grad_fn->has_bias_ = bias.has_value() && bias->defined();
+  if (grad_fn->should_compute_output(1)) grad_fn->input_ = SavedVariable(input, false);
+  if (grad_fn->should_compute_output(0)) grad_fn->weight_ = SavedVariable(weight, false);
+  grad_fn->input_sizes_ = input.sym_sizes().vec();
+  grad_fn->weight_sizes_ = weight.sym_sizes().vec();
+  return grad_fn;
+}
+
+// Forward mode: the tangent of the output, computed on primal values with our ops outside
+// the below-autograd guard, so that it is itself differentiable (reverse-over-forward).
+void set_forward_grad(const at::Tensor& output, const at::Tensor& input, const at::Tensor& weight,
+                      const std::optional<at::Tensor>& bias) {
+  using torch::autograd::isFwGradDefined;
+  if (!isFwGradDefined(input) && !isFwGradDefined(weight) && !isFwGradDefined(bias)) return;
+  const at::Tensor tangent =
+      linear_tangent(toNonOptPrimal(input), toNonOptFwGrad(input), toNonOptPrimal(weight),
+                     toNonOptFwGrad(weight), toNonOptFwGrad(bias), output.sym_sizes());
+  if (tangent.defined()) output._set_fw_grad(tangent, /*level=*/0, /*is_inplace_op=*/false);
+}
+
+// eml::linear and eml::linear_forward at the Autograd key: one Node, the forward op below.
+template <const char* kOpName>
 at::Tensor linear_autograd(const at::Tensor& input, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias) {
-  detail::check_linear_args("eml::linear", input, weight, bias);
-  return LinearFunction::apply(input, weight, bias);
+  detail::check_linear_args(kOpName, input, weight, bias);
+  NodePtr<LinearBackward> grad_fn;
+  if (torch::autograd::compute_requires_grad(input, weight, bias)) {
+    grad_fn = make_grad_fn(input, weight, bias);
+  }
+  at::Tensor output;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    output = ops::linear_forward(input, weight, bias);
+  }
+  if (grad_fn) torch::autograd::set_history(output, grad_fn);
+  set_forward_grad(output, input, weight, bias);
+  return output;
 }
+
+constexpr char kLinear[] = "eml::linear";
+constexpr char kLinearForward[] = "eml::linear_forward";
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(eml, Autograd, m) { m.impl("linear", &linear_autograd); }
+TORCH_LIBRARY_IMPL(eml, Autograd, m) {
+  m.impl("linear", &linear_autograd<kLinear>);
+  m.impl("linear_forward", &linear_autograd<kLinearForward>);
+}
 
 }  // namespace eml::ops::autograd
