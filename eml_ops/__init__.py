@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch  # noqa: F401  (loads libtorch before our extension)
 
-from . import _C, _backends
+from . import _C, _backends, _sharding  # noqa: F401  (_sharding: DTensor strategies, lazily)
 from ._backends import available_backends, get_backend, set_backend, use_backend
 from .layer import Layer, linear, replace_linear
 
