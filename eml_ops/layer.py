@@ -51,7 +51,9 @@ def linear(
     return _eml_linear(input, weight, bias)
 
 
-@torch.jit.unused
+_PLAIN_TENSOR_TYPES = (torch.Tensor, nn.Parameter)
+
+
 def _overrides_torch_function(tensor: torch.Tensor | None) -> bool:
     """Whether ``tensor``'s class brings its own ``__torch_function__`` (not Tensor's default).
 
@@ -59,12 +61,18 @@ def _overrides_torch_function(tensor: torch.Tensor | None) -> bool:
     the default or a disabled handler; quantisation-style weight classes override it to
     implement ``F.linear`` themselves.
     """
-    if tensor is None:
+    if tensor is None or type(tensor) in _PLAIN_TENSOR_TYPES:
         return False
     handler = type(tensor).__torch_function__
     return handler is not torch._C._disabled_torch_function_impl and (
         getattr(handler, "__func__", None) is not torch.Tensor.__torch_function__.__func__
     )
+
+
+@torch.jit.unused
+def _weights_want_f_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether weight or bias is of a class that intercepts ``F.linear`` (see Layer.forward)."""
+    return _overrides_torch_function(weight) or _overrides_torch_function(bias)
 
 
 def _one_size(name: str, value: int | None, alias: str, alias_value: int | None) -> int:
@@ -124,11 +132,10 @@ class Layer(nn.Linear):
         quantisation libraries install on every ``nn.Linear``, gets what ``nn.Linear`` gives
         it: ``F.linear``, which that class was written to intercept.
         """
-        if not torch.jit.is_scripting() and (
-            _overrides_torch_function(self.weight) or _overrides_torch_function(self.bias)
-        ):
-            return nn.functional.linear(input, self.weight, self.bias)
-        return _eml_linear(input, self.weight, self.bias)
+        weight, bias = self.weight, self.bias
+        if not torch.jit.is_scripting() and _weights_want_f_linear(weight, bias):
+            return nn.functional.linear(input, weight, bias)
+        return _eml_linear(input, weight, bias)
 
     @classmethod
     def from_linear(cls, module: nn.Linear) -> "Layer":
