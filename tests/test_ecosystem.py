@@ -426,7 +426,7 @@ def test_no_hook_without_torch_distributed(monkeypatch: pytest.MonkeyPatch) -> N
 
 DISTRIBUTED_CASES = [
     "replicated", "column-wise", "row-wise", "batch", "sequence", "partial input",
-    "column-wise uneven", "column-wise without bias", "1-D column-wise", "1-D row-wise",
+    "column-wise uneven", "column-wise without bias", "1-D column-wise", "1-D row-wise", "2-D mesh",
     "linear_backward masks", "double backward", "eml::linear below autograd",
     "parallelize_module", "fully_shard",
 ]
@@ -458,6 +458,7 @@ def test_dtensor_tensor_parallel_and_fsdp2_on_two_ranks(tmp_path: Path) -> None:
 
 def distributed_cases(mesh: Any) -> list[tuple[str, Callable[[], None]]]:
     """The checks that need a process group: (name, check raising AssertionError)."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
     rank = torch.distributed.get_rank()
@@ -466,28 +467,32 @@ def distributed_cases(mesh: Any) -> list[tuple[str, Callable[[], None]]]:
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator, dtype=torch.float64)
 
-    def leaf(tensor: torch.Tensor, placement: Any) -> DTensor:
-        if isinstance(placement, Partial):  # parts that sum to tensor: 1/4 and 3/4
+    def leaf(tensor: torch.Tensor, placements: Any, on: Any = mesh) -> DTensor:
+        """A DTensor leaf of ``tensor``; ``placements``: one, or a tuple (one per mesh dim)."""
+        placements = placements if isinstance(placements, tuple) else (placements,)
+        if placements == (Partial(),):  # parts that sum to tensor: 1/4 and 3/4
             part = tensor * (0.25 if rank == 0 else 0.75)
-            return DTensor.from_local(part, mesh, [placement]).detach().requires_grad_()
-        return distribute_tensor(tensor, mesh, [placement]).requires_grad_()
+            return DTensor.from_local(part, on, placements).detach().requires_grad_()
+        return distribute_tensor(tensor, on, placements).requires_grad_()
 
     def forward_backward(
         x_shape: tuple[int, ...], out_features: int, placements: tuple[Any, Any, Any | None],
-        output: Any,
+        output: Any, mesh_shape: tuple[int, ...] = (2,),
     ) -> Callable[[], None]:
         def check() -> None:
+            on = mesh if mesh_shape == (2,) else init_device_mesh("cpu", mesh_shape)
             x, w = randn(*x_shape), randn(out_features, x_shape[-1])
             b = randn(out_features) if placements[2] is not None else None
             g = randn(*x_shape[:-1], out_features)
             full = [t.clone().requires_grad_() if t is not None else None for t in (x, w, b)]
             (F.linear(*full) * g).sum().backward()
             dtensors = [
-                leaf(t, p) if t is not None else None
+                leaf(t, p, on) if t is not None else None
                 for t, p in zip((x, w, b), placements, strict=True)
             ]
             y = eml_ops.linear(*dtensors)
-            assert y.placements == (output,), f"output placements {y.placements}, expected {output}"
+            expected = output if isinstance(output, tuple) else (output,)
+            assert y.placements == expected, f"output placements {y.placements}, not {expected}"
             torch.testing.assert_close(y.full_tensor(), F.linear(x, w, b))
             (y.full_tensor() * g).sum().backward()
             for name, dtensor, reference in zip("xwb", dtensors, full, strict=True):
@@ -555,6 +560,13 @@ def distributed_cases(mesh: Any) -> list[tuple[str, Callable[[], None]]]:
         ("column-wise without bias", forward_backward((3, 8), 10, (R, Shard(0), None), Shard(1))),
         ("1-D column-wise", forward_backward((8,), 10, (R, Shard(0), Shard(0)), Shard(0))),
         ("1-D row-wise", forward_backward((8,), 10, (Shard(0), Shard(1), R), P)),
+        (  # one strategy per mesh dim: batch-sharded on the first, column-wise on the second
+            "2-D mesh",
+            forward_backward(
+                (4, 6, 8), 10, ((Shard(0), R), (R, Shard(0)), (R, Shard(0))), (Shard(0), Shard(2)),
+                mesh_shape=(1, 2),
+            ),
+        ),
         ("linear_backward masks", backward_masks),
         ("double backward", double_backward),
         ("eml::linear below autograd", below_autograd),
@@ -642,6 +654,7 @@ def distributed_main(argv: list[str]) -> int:
                 "failures": [f"rank {r}: {f}" for r, (_, fs) in enumerate(everyone) for f in fs],
             }
             args.result.write_text(json.dumps(result, indent=2) + "\n")
+        torch.distributed.barrier()
         return 0
     finally:
         torch.distributed.destroy_process_group()
