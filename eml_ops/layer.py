@@ -61,8 +61,8 @@ def _overrides_torch_function(tensor: torch.Tensor | None) -> bool:
     the default or a disabled handler; quantisation-style weight classes override it to
     implement ``F.linear`` themselves.
     """
-    if tensor is None or type(tensor) in _PLAIN_TENSOR_TYPES:
-        return False
+    if type(tensor) in _PLAIN_TENSOR_TYPES or not isinstance(tensor, torch.Tensor):
+        return False  # also None, and FX proxies: those go to our op like plain tensors
     handler = type(tensor).__torch_function__
     return handler is not torch._C._disabled_torch_function_impl and (
         getattr(handler, "__func__", None) is not torch.Tensor.__torch_function__.__func__
