@@ -59,16 +59,19 @@ def _forward_shardings(
         return None if bias is None else placement
 
     features = input.ndim - 1
+    replicate = Replicate()
     shardings = [
-        ([Replicate()], [Replicate(), Replicate(), with_bias(Replicate())]),
-        ([Shard(features)], [Replicate(), Shard(0), with_bias(Shard(0))]),
+        ([replicate], [replicate, replicate, with_bias(replicate)]),
+        # column-wise W: each rank computes some output features
+        ([Shard(features)], [replicate, Shard(0), with_bias(Shard(0))]),
+        # row-wise W: each rank sums over some input features; the bias is added once
         ([Partial()], [Shard(features), Shard(1), with_bias(Partial())]),
-        ([Partial()], [Partial(), Replicate(), with_bias(Partial())]),
+        # Y is linear in X: partial inputs give partial outputs
+        ([Partial()], [Partial(), replicate, with_bias(Partial())]),
     ]
-    for batch_dim in range(features):
-        shardings.append(
-            ([Shard(batch_dim)], [Shard(batch_dim), Replicate(), with_bias(Replicate())])
-        )
+    for batch_dim in range(features):  # batch or sequence dims: rows are independent
+        batch = Shard(batch_dim)
+        shardings.append(([batch], [batch, replicate, with_bias(replicate)]))
     return shardings
 
 
@@ -88,6 +91,8 @@ def _backward_shardings(
         ([Shard(features), Shard(1), replicate], [replicate, Shard(features), Shard(1), None]),
         # a partial G gives partial gradients (all three are linear in G)
         ([Partial(), Partial(), Partial()], [Partial(), replicate, replicate, None]),
+        # a partial X (saved by the partial-input forward) gives a partial dW only
+        ([replicate, Partial(), replicate], [replicate, Partial(), replicate, None]),
     ]
     for batch_dim in range(features):
         batch = Shard(batch_dim)
