@@ -414,11 +414,22 @@ def test_sharding_strategies_register_when_dtensor_is_imported_first() -> None:
 def test_no_hook_without_torch_distributed(monkeypatch: pytest.MonkeyPatch) -> None:
     from eml_ops import _sharding
 
+    def must_not_register() -> None:
+        raise AssertionError("registered without torch.distributed")
+
     hooks = [f for f in sys.meta_path if isinstance(f, _sharding._RegisterAfterImport)]
     monkeypatch.setattr(torch.distributed, "is_available", lambda: False)
     monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if f not in hooks])
-    _sharding.install()
-    assert not any(isinstance(f, _sharding._RegisterAfterImport) for f in sys.meta_path)
+    monkeypatch.setattr(_sharding, "register_strategies", must_not_register)
+    for imported in (False, True):  # DTensor not imported yet, or already imported
+        if imported:
+            monkeypatch.setitem(sys.modules, "torch.distributed.tensor", sys.modules["torch"])
+        else:
+            monkeypatch.delitem(sys.modules, "torch.distributed.tensor", raising=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a failed registration would only warn
+            _sharding.install()
+        assert not any(isinstance(f, _sharding._RegisterAfterImport) for f in sys.meta_path)
 
 
 # --------------------------------------------------------------------------------------------
