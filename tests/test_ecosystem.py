@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import socket
@@ -672,4 +673,6 @@ def distributed_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(distributed_main(sys.argv[1:]))
+    exit_code = distributed_main(sys.argv[1:])
+    gc.collect()  # free models and process groups before shutdown (see examples/tensor_parallel.py)
+    sys.exit(exit_code)
