@@ -46,7 +46,8 @@ def _check_torch_version() -> None:
 
 _check_torch_version()
 
-from . import _C, _backends  # noqa: E402  (after the version check: _C links libtorch)
+# After the version check: _C links libtorch. _sharding registers DTensor strategies lazily.
+from . import _C, _backends, _sharding  # noqa: E402, F401
 from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402

@@ -8,7 +8,6 @@ All three run ``eml::linear`` (``torch.ops.eml.linear``), whose autograd kernel 
 No ``from __future__ import annotations`` here: TorchScript reads these annotations at run time.
 """
 
-import math
 import warnings
 
 import torch
@@ -63,64 +62,91 @@ def linear(
     return _eml_linear(input, weight, bias)
 
 
-class Layer(nn.Module):
+_PLAIN_TENSOR_TYPES = (torch.Tensor, nn.Parameter)
+
+
+def _overrides_torch_function(tensor: torch.Tensor | None) -> bool:
+    """Whether ``tensor``'s class brings its own ``__torch_function__`` (not Tensor's default).
+
+    Tensor, Parameter, DTensor and the tracing subclasses (fake and functional tensors) have
+    the default or a disabled handler; quantisation-style weight classes override it to
+    implement ``F.linear`` themselves.
+    """
+    if type(tensor) in _PLAIN_TENSOR_TYPES or not isinstance(tensor, torch.Tensor):
+        return False  # also None, and FX proxies: those go to our op like plain tensors
+    handler = type(tensor).__torch_function__
+    return handler is not torch._C._disabled_torch_function_impl and (
+        getattr(handler, "__func__", None) is not torch.Tensor.__torch_function__.__func__
+    )
+
+
+@torch.jit.unused
+def _weights_want_f_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether weight or bias is of a class that intercepts ``F.linear`` (see Layer.forward)."""
+    return _overrides_torch_function(weight) or _overrides_torch_function(bias)
+
+
+def _one_size(name: str, value: int | None, alias: str, alias_value: int | None) -> int:
+    """Return the size, given as ``name`` (the course's) or as ``alias`` (nn.Linear's)."""
+    if (value is None) == (alias_value is None):
+        given = "both" if value is not None else "neither"
+        raise TypeError(f"eml_ops.Layer: give exactly one of {name} and {alias}, got {given}")
+    return value if value is not None else alias_value
+
+
+class Layer(nn.Linear):
     """A linear layer ``y = x W^T (+ b)`` on ``torch.ops.eml.linear``.
 
-    Parameters are named and initialised like :class:`torch.nn.Linear`'s (``weight``,
-    ``bias``), so state_dicts are interchangeable. Works in eager mode, with
-    ``torch.jit.script``, ``torch.compile`` and ``torch.export``.
+    A subclass of :class:`torch.nn.Linear`: same attributes (``in_features``,
+    ``out_features``, ``weight``, ``bias``), initialisation and state_dict, so every tool that
+    finds linear layers with ``isinstance(m, nn.Linear)`` (PEFT, tensor-parallel styles,
+    weight initialisers) treats it as one. Only :meth:`forward` differs. Works in eager mode,
+    with ``torch.jit.script``, ``torch.compile``, ``torch.export`` and on DTensors.
 
     Args:
         i_n_features_input: number of input features (``in_features``).
         i_n_features_output: number of output features (``out_features``).
-        bias: whether the layer has a learnable bias (default ``False``, as in the course).
+        bias: whether the layer has a learnable bias (default ``False``, as in the course;
+            ``nn.Linear``'s default is ``True``).
         device: device of the parameters.
         dtype: dtype of the parameters.
-    """
+        in_features: keyword alias of ``i_n_features_input`` (``nn.Linear``'s name).
+        out_features: keyword alias of ``i_n_features_output``.
 
-    __constants__ = ["in_features", "out_features"]
-    in_features: int
-    out_features: int
-    weight: torch.Tensor
+    Raises:
+        TypeError: a size given twice (positionally and by alias) or not at all.
+    """
 
     def __init__(
         self,
-        i_n_features_input: int,
-        i_n_features_output: int,
+        i_n_features_input: int | None = None,
+        i_n_features_output: int | None = None,
         bias: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        in_features: int | None = None,
+        out_features: int | None = None,
     ) -> None:
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.in_features = i_n_features_input
-        self.out_features = i_n_features_output
-        shape = (i_n_features_output, i_n_features_input)
-        self.weight = nn.Parameter(torch.empty(shape, **factory))
-        if bias:
-            self.bias = nn.Parameter(torch.empty(i_n_features_output, **factory))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Initialise as :class:`torch.nn.Linear` does (Kaiming-uniform, a = sqrt(5))."""
-        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1]
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            nn.init.uniform_(self.bias, -bound, bound)
+        super().__init__(
+            _one_size("i_n_features_input", i_n_features_input, "in_features", in_features),
+            _one_size("i_n_features_output", i_n_features_output, "out_features", out_features),
+            bias=bias,
+            device=device,
+            dtype=dtype,
+        )
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        """Apply the layer to ``input`` of shape ``[*, in_features]``."""
-        return _eml_linear(input, self.weight, self.bias)
+        """Apply the layer to ``input`` of shape ``[*, in_features]``.
 
-    def extra_repr(self) -> str:
-        """Describe the layer as nn.Linear does."""
-        return (
-            f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}"
-        )
+        A weight (or bias) whose class implements ``__torch_function__`` itself, as
+        quantisation libraries install on every ``nn.Linear``, gets what ``nn.Linear`` gives
+        it: ``F.linear``, which that class was written to intercept.
+        """
+        weight, bias = self.weight, self.bias
+        if not torch.jit.is_scripting() and _weights_want_f_linear(weight, bias):
+            return nn.functional.linear(input, weight, bias)
+        return _eml_linear(input, weight, bias)
 
     @classmethod
     def from_linear(cls, module: nn.Linear) -> "Layer":

@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         torch.manual_seed(args.seed)  # the same teacher and initial model on every rank
         teacher = make_model(args.hidden).requires_grad_(False)
         model = eml_ops.replace_linear(make_model(args.hidden))
-        assert not any(isinstance(m, nn.Linear) for m in model.modules())
+        assert not any(type(m) is nn.Linear for m in model.modules())  # all converted
         reference = copy.deepcopy(model) if rank == 0 else None
         ddp_model = DistributedDataParallel(model)  # also broadcasts rank 0's parameters
 

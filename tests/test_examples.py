@@ -124,3 +124,31 @@ def test_per_sample_grads_equal_nn_linear_and_sum_to_the_batch_gradient() -> Non
     for (name, _), batch_grad in zip(model.named_parameters(), batch_grads, strict=True):
         torch.testing.assert_close(grads[name], expected[name], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(grads[name].mean(0), batch_grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("mode", "placements"),
+    [("tp", [["S(0)"], ["S(1)"], ["S(0)"]]), ("fsdp", [["S(0)"]] * 3)],
+)
+def test_tensor_parallel_and_fsdp2_steps_equal_single_process(
+    mode: str, placements: list[list[str]], tmp_path: Path
+) -> None:
+    result_path = tmp_path / f"{mode}.json"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        str(EXAMPLES / "tensor_parallel.py"), "--mode", mode, "--verify", "--steps", "3",
+        "--result", str(result_path),
+    ]
+    completed = subprocess.run(
+        command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=180
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    result = json.loads(result_path.read_text())
+    assert result["mode"] == mode and result["world_size"] == 2
+    assert all(name.endswith("Layer") for name in result["layers"])  # FSDP2 renames the class
+    assert result["weight_placements"] == placements  # really sharded over the two ranks
+    assert result["match"] is True, result["failures"]
+    assert len(result["losses"]) == len(result["reference_losses"]) == 3
+    assert result["losses"] == pytest.approx(result["reference_losses"], rel=1e-5)
+    assert result["max_abs_grad_diff"] < 1e-5
+    assert "match" in completed.stdout
