@@ -11,6 +11,7 @@ cd "$(dirname "$0")/../.."
 out="${OUT:-build/gpu-logs}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+export PIP_NO_INDEX=1  # no network there: pip must not wait on an index
 start=$SECONDS
 stamp() { echo "== [$((SECONDS - start)) s] $*"; }
 
