@@ -54,10 +54,8 @@ N_INPUTS = 32
 N_OUTPUTS = 8
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse the command line (``argv`` without the program name; ``None``: ``sys.argv``)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=30, help="training steps")
+def add_training_arguments(parser: argparse.ArgumentParser, verify_help: str) -> None:
+    """The options of the distributed examples (this one and ``tensor_parallel.py``)."""
     parser.add_argument(
         "--batch-size", type=int, default=64, help="global batch size (divisible by world size)"
     )
@@ -70,18 +68,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="eml_ops GEMM backend (default: the current one)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for model and data")
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="one step, then compare with a single-process step over the whole batch",
-    )
+    parser.add_argument("--verify", action="store_true", help=verify_help)
     parser.add_argument(
         "--result", type=Path, default=None, help="write the outcome as JSON here (rank 0)"
     )
-    args = parser.parse_args(argv)
+
+
+def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a usage error unless steps, batch size and hidden width are positive."""
     for name in ("steps", "batch_size", "hidden"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line (``argv`` without the program name; ``None``: ``sys.argv``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30, help="training steps")
+    add_training_arguments(
+        parser, verify_help="one step, then compare with a single-process step over the whole batch"
+    )
+    args = parser.parse_args(argv)
+    check_sizes(parser, args)
     return args
 
 

@@ -40,7 +40,6 @@ import gc
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import ddp  # examples/ddp.py, next to this script: processes, MLP, teacher, batches
@@ -68,32 +67,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--steps", type=int, default=None, help="training steps (default 30; 3 with --verify)"
     )
-    parser.add_argument(
-        "--batch-size", type=int, default=64, help="global batch size (divisible by world size)"
-    )
-    parser.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
-    parser.add_argument("--hidden", type=int, default=64, help="width of the hidden layers")
-    parser.add_argument(
-        "--backend",
-        choices=eml_ops.available_backends(),
-        default=None,
-        help="eml_ops GEMM backend (default: the current one)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed for model and data")
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="compare every step with a single-process run over the whole batches",
-    )
-    parser.add_argument(
-        "--result", type=Path, default=None, help="write the outcome as JSON here (rank 0)"
+    ddp.add_training_arguments(
+        parser, verify_help="compare every step with a single-process run over the whole batches"
     )
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 3 if args.verify else 30
-    for name in ("steps", "batch_size", "hidden"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    ddp.check_sizes(parser, args)
     return args
 
 
