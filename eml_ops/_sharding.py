@@ -97,7 +97,13 @@ def _backward_shardings(
     for batch_dim in range(features):
         batch = Shard(batch_dim)
         shardings.append(([batch, Partial(), Partial()], [batch, batch, replicate, None]))
-    return shardings
+    return [(_only_masked(outputs, output_mask), inputs) for outputs, inputs in shardings]
+
+
+def _only_masked(placements: Placements, output_mask: Sequence[bool]) -> Placements:
+    """Drop the placements of gradients outside the mask: those are None (torch 2.11 checks)."""
+    return [placement if wanted else None
+            for placement, wanted in zip(placements, output_mask, strict=True)]
 
 
 def register_strategies() -> None:

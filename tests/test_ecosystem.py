@@ -438,7 +438,8 @@ def test_no_hook_without_torch_distributed(monkeypatch: pytest.MonkeyPatch) -> N
 
 DISTRIBUTED_CASES = [
     "replicated", "column-wise", "row-wise", "batch", "sequence", "partial input",
-    "column-wise uneven", "column-wise without bias", "1-D column-wise", "1-D row-wise", "2-D mesh",
+    "column-wise uneven", "column-wise without bias", "1-D column-wise", "1-D row-wise",
+    "column-wise, input without grad", "row-wise, frozen weight", "2-D mesh",
     "linear_backward masks", "double backward", "eml::linear below autograd",
     "parallelize_module", "fully_shard",
 ]
@@ -479,28 +480,35 @@ def distributed_cases(mesh: Any) -> list[tuple[str, Callable[[], None]]]:
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator, dtype=torch.float64)
 
-    def leaf(tensor: torch.Tensor, placements: Any, on: Any = mesh) -> DTensor:
+    def leaf(tensor: torch.Tensor, placements: Any, on: Any = mesh,
+             requires_grad: bool = True) -> DTensor:
         """A DTensor leaf of ``tensor``; ``placements``: one, or a tuple (one per mesh dim)."""
         placements = placements if isinstance(placements, tuple) else (placements,)
         if placements == (Partial(),):  # parts that sum to tensor: 1/4 and 3/4
             part = tensor * (0.25 if rank == 0 else 0.75)
-            return DTensor.from_local(part, on, placements).detach().requires_grad_()
-        return distribute_tensor(tensor, on, placements).requires_grad_()
+            return DTensor.from_local(part, on, placements).detach().requires_grad_(requires_grad)
+        return distribute_tensor(tensor, on, placements).requires_grad_(requires_grad)
 
     def forward_backward(
         x_shape: tuple[int, ...], out_features: int, placements: tuple[Any, Any, Any | None],
-        output: Any, mesh_shape: tuple[int, ...] = (2,),
+        output: Any, mesh_shape: tuple[int, ...] = (2,), frozen: str = "",
     ) -> Callable[[], None]:
+        """``frozen``: the names among x, w, b that do not require a gradient."""
+
         def check() -> None:
             on = mesh if mesh_shape == (2,) else init_device_mesh("cpu", mesh_shape)
             x, w = randn(*x_shape), randn(out_features, x_shape[-1])
             b = randn(out_features) if placements[2] is not None else None
             g = randn(*x_shape[:-1], out_features)
-            full = [t.clone().requires_grad_() if t is not None else None for t in (x, w, b)]
+            needs_grad = [name not in frozen for name in "xwb"]
+            full = [
+                t.clone().requires_grad_(wanted) if t is not None else None
+                for t, wanted in zip((x, w, b), needs_grad, strict=True)
+            ]
             (F.linear(*full) * g).sum().backward()
             dtensors = [
-                leaf(t, p, on) if t is not None else None
-                for t, p in zip((x, w, b), placements, strict=True)
+                leaf(t, p, on, wanted) if t is not None else None
+                for t, p, wanted in zip((x, w, b), placements, needs_grad, strict=True)
             ]
             y = eml_ops.linear(*dtensors)
             expected = output if isinstance(output, tuple) else (output,)
@@ -508,7 +516,8 @@ def distributed_cases(mesh: Any) -> list[tuple[str, Callable[[], None]]]:
             torch.testing.assert_close(y.full_tensor(), F.linear(x, w, b))
             (y.full_tensor() * g).sum().backward()
             for name, dtensor, reference in zip("xwb", dtensors, full, strict=True):
-                if dtensor is None:
+                if dtensor is None or name in frozen:
+                    assert dtensor is None or dtensor.grad is None, f"d{name} of a frozen {name}"
                     continue
                 torch.testing.assert_close(
                     dtensor.grad.full_tensor(), reference.grad, msg=lambda m, n=name: f"d{n}: {m}"
@@ -572,6 +581,15 @@ def distributed_cases(mesh: Any) -> list[tuple[str, Callable[[], None]]]:
         ("column-wise without bias", forward_backward((3, 8), 10, (R, Shard(0), None), Shard(1))),
         ("1-D column-wise", forward_backward((8,), 10, (R, Shard(0), Shard(0)), Shard(0))),
         ("1-D row-wise", forward_backward((8,), 10, (Shard(0), Shard(1), R), P)),
+        # Only one of x and W is saved for backward; the other is passed as a stand-in.
+        (
+            "column-wise, input without grad",
+            forward_backward((4, 6, 8), 10, (R, Shard(0), Shard(0)), Shard(2), frozen="x"),
+        ),
+        (
+            "row-wise, frozen weight",
+            forward_backward((4, 6, 8), 10, (Shard(2), Shard(1), R), P, frozen="wb"),
+        ),
         (  # one strategy per mesh dim: batch-sharded on the first, column-wise on the second
             "2-D mesh",
             forward_backward(

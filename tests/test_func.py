@@ -294,12 +294,18 @@ def test_vmap_of_grad_is_per_sample_gradients(backend: str) -> None:
     assert per_sample[0][0].shape == (6, 4, 5)
 
 
+# An op without a batching rule. Its library lives as long as the process: one destroyed at the
+# end of a test leaves torch.ops.eml_test_func.plain dangling, and torch 2.11 then fails to
+# import inductor in this process ("'CustomDecompTable' object is not a mapping": building
+# its decomposition table walks every op namespace and gets an AttributeError there).
+_LIBRARY_WITHOUT_VMAP_RULE = torch.library.Library("eml_test_func", "FRAGMENT")
+_LIBRARY_WITHOUT_VMAP_RULE.define("plain(Tensor x) -> Tensor")
+_LIBRARY_WITHOUT_VMAP_RULE.impl("plain", lambda x: x.clone(), "CompositeExplicitAutograd")
+
+
 def test_vmap_when_the_fallback_is_off_really_raises() -> None:
     """The fixture works: an op without a rule fails (so our tests would catch a missing one)."""
     assert not torch._C._functorch._is_vmap_fallback_enabled()
-    lib = torch.library.Library("eml_test_func", "FRAGMENT")
-    lib.define("plain(Tensor x) -> Tensor")
-    lib.impl("plain", lambda x: x.clone(), "CompositeExplicitAutograd")
     with pytest.raises(RuntimeError, match="fallback"):
         vmap(torch.ops.eml_test_func.plain)(torch.randn(3, 2))
 

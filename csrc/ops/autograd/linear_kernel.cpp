@@ -28,9 +28,11 @@ using torch::autograd::generated::details::toNonOptPrimal;
 
 // linear_backward checks the shapes of input and weight even for a gradient that does not
 // read them. A tensor that was not saved is passed as a one-element stand-in of its shape:
-// the kernels read input only for dL/dW and weight only for dL/dX.
-at::Tensor stand_in(c10::SymIntArrayRef sizes, const at::Tensor& like) {
-  return at::empty({}, like.options()).expand_symint(sizes);
+// the kernels read input only for dL/dW and weight only for dL/dX. It is made from
+// grad_output by a dispatched op, so that it is a tensor of the same kind (a DTensor, which
+// refuses plain tensors among its arguments; a fake or functorch tensor) on the same device.
+at::Tensor stand_in(c10::SymIntArrayRef sizes, const at::Tensor& grad_output) {
+  return grad_output.new_empty_symint({}).expand_symint(sizes);
 }
 
 // dL/dX, dL/dW, dL/db (those in `mask`) for dL/dY; input/weight undefined where not saved.
