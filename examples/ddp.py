@@ -81,6 +81,19 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
 
 
+def exit_after_process_group(code: int) -> None:
+    """Exit with ``code`` once the process group is destroyed, skipping interpreter shutdown.
+
+    At shutdown a gloo worker thread may still be releasing tensors of the last collectives
+    while Python and libtorch tear down, which aborts the process now and then ("terminate
+    called without an active exception", seen under load); everything is written by now.
+    """
+    gc.collect()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse the command line (``argv`` without the program name; ``None``: ``sys.argv``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -296,9 +309,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    outcome = main()
-    # Free the model, which holds the process group, while Python is fully alive: left to
-    # interpreter shutdown, a gloo worker thread may still release tensors of the last
-    # collectives then, and that aborts the process (seen under load).
-    gc.collect()
-    sys.exit(0 if outcome.get("match", True) else 1)
+    exit_after_process_group(0 if main().get("match", True) else 1)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import json
 import sys
 from collections.abc import Sequence
@@ -249,9 +248,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    outcome = main()
-    # Free the sharded model, which holds the process group, while Python is fully alive:
-    # left to the collection at interpreter shutdown, a gloo worker thread may still be
-    # releasing tensors of the last collectives then, and that aborts the process.
-    gc.collect()
-    sys.exit(0 if outcome.get("match", True) else 1)
+    ddp.exit_after_process_group(0 if main().get("match", True) else 1)

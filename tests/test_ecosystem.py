@@ -692,5 +692,9 @@ def distributed_main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     exit_code = distributed_main(sys.argv[1:])
-    gc.collect()  # free models and process groups before shutdown (see examples/tensor_parallel.py)
-    sys.exit(exit_code)
+    # As examples/ddp.py's exit_after_process_group: skip interpreter shutdown, where a gloo
+    # worker thread still releasing tensors aborts the process now and then.
+    gc.collect()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
