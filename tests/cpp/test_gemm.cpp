@@ -1,8 +1,9 @@
 // Standalone test (no torch) of eml::gemm::blocked_gemm against a float64 naive
 // reference: odd shapes, every stride layout, bias / row sums, both ISAs, every
 // path, threads; float, double, bfloat16 and float16 (with the 16-bit conversions
-// checked bit for bit against an exact rounding reference). `test_gemm bench [threads [m n k]]` prints GFLOP/s instead (env:
-// BENCH_LAYOUT=fwd|gi|gw, BENCH_TYPES=f32|f64, BENCH_PATH, BENCH_SHAPES="m,n,k;...").
+// checked bit for bit against an exact rounding reference). `test_gemm bench [threads
+// [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
+// BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...").
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -155,7 +156,7 @@ template <typename T>
 double round_reference(double x) {
   if (std::isnan(x) || std::isinf(x) || x == 0) return x;
   const double max_finite =
-      std::ldexp(2.0 - std::ldexp(1.0, -kMantissaBits<T>), std::is_same_v<T, bfloat16_t> ? 127 : 15);
+      std::ldexp(2.0 - std::ldexp(1.0, -kMantissaBits<T>), 1 - kMinExponent<T>);
   const double step = ulp<T>(std::abs(x));
   const double rounded = std::nearbyint(x / step) * step;
   if (std::abs(rounded) > max_finite) return std::copysign(INFINITY, x);
@@ -343,8 +344,9 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
       if (!c.row_sums) return;
       for (int64_t i = 0; i < c.m; ++i) {
         if (!close_enough(as_double(sums[i]), want_sums[i], bound_sums[i])) {
-          return fail("row_sums[" + std::to_string(i) + "] = " + std::to_string(as_double(sums[i])) +
-                          ", want " + std::to_string(want_sums[i]),
+          return fail("row_sums[" + std::to_string(i) + "] = " +
+                          std::to_string(as_double(sums[i])) + ", want " +
+                          std::to_string(want_sums[i]),
                       where);
         }
       }
@@ -599,15 +601,15 @@ void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, do
   Operand<T> a = make_operand<T>(m, k, layout == "gw" ? Layout::col_major : Layout::row_major, rng);
   Operand<T> b =
       make_operand<T>(k, n, layout == "fwd" ? Layout::col_major : Layout::row_major, rng);
-  std::vector<T> bias(n, T(0.5)), out(m * n), row_sums(m);
+  std::vector<T> bias(n, from_double<T>(0.5)), out(m * n), row_sums(m);
   Epilogue<T> epilogue;
   if (layout == "fwd") epilogue.bias = bias.data();
   if (layout == "gw") epilogue.a_row_sums = row_sums.data();
   const double seconds = best_seconds<T>(
       [&] { blocked_gemm<T>(a.view, b.view, {out.data(), m, n, n}, epilogue, threading); },
       budget);
-  std::printf("%s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
-              sizeof(T) == 4 ? "f32" : "f64", threading.num_threads, static_cast<long long>(m),
+  std::printf("%-4s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
+              type_name<T>(), threading.num_threads, static_cast<long long>(m),
               static_cast<long long>(n), static_cast<long long>(k), seconds * 1e6,
               2.0 * m * n * k / seconds / 1e9);
   std::fflush(stdout);
@@ -648,14 +650,16 @@ int bench(int argc, char** argv) {
                         : name == "stream" ? Path::stream
                                               : Path::automatic);
   }
-  const char* types = std::getenv("BENCH_TYPES");  // "f32", "f64" or unset: both
-  const bool want_float = types == nullptr || std::strstr(types, "f32") != nullptr;
-  const bool want_double = types == nullptr || std::strstr(types, "f64") != nullptr;
-  if (want_float) {
-    for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, budget);
-  }
-  if (want_double) {
-    for (const auto& s : shapes) bench_shape<double>(s[0], s[1], s[2], threading, budget);
+  const char* types = std::getenv("BENCH_TYPES");  // e.g. "f32,bf16"; unset: f32 and f64
+  auto wanted = [types](const char* name) {
+    return types == nullptr ? std::strcmp(name, "f32") == 0 || std::strcmp(name, "f64") == 0
+                            : std::strstr(types, name) != nullptr;
+  };
+  for (const auto& s : shapes) {
+    if (wanted("f32")) bench_shape<float>(s[0], s[1], s[2], threading, budget);
+    if (wanted("bf16")) bench_shape<bfloat16_t>(s[0], s[1], s[2], threading, budget);
+    if (wanted("f16")) bench_shape<float16_t>(s[0], s[1], s[2], threading, budget);
+    if (wanted("f64")) bench_shape<double>(s[0], s[1], s[2], threading, budget);
   }
   return 0;
 }
