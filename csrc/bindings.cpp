@@ -48,14 +48,26 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   // eml::linear through the C++ dispatcher, unboxed: the eager fast path of eml_ops.Layer,
   // which skips the Python-side cost of torch.ops (scripted and compiled code use torch.ops).
+  // The GIL is released once the arguments are converted, as in torch's own bindings; nothing
+  // below touches a Python object without taking it again (Python kernels acquire it).
   m.def("linear", &eml::ops::linear, py::arg("input"), py::arg("weight"),
-        py::arg("bias") = py::none());
+        py::arg("bias") = py::none(), py::call_guard<py::gil_scoped_release>());
 
   m.def("available_backends", &available_backend_names);
   m.def("default_backend", [] { return std::string(eml::backend_name(eml::default_backend())); });
   m.def("get_backend", [] { return std::string(eml::backend_name(eml::current_backend())); });
-  m.def("set_backend", [](const std::string& name) { eml::set_current_backend(name); },
-        "Selects the GEMM backend process-wide; ValueError for an unknown or unavailable one.");
+  m.def("set_backend", [](const std::string& name) { eml::set_process_backend(name); },
+        "Sets the process default backend; ValueError for an unknown or unavailable one.");
+  m.def("get_process_backend",
+        [] { return std::string(eml::backend_name(eml::process_backend())); });
+  m.def("get_thread_backend", []() -> std::optional<std::string> {
+    auto backend = eml::thread_backend();
+    if (!backend) return std::nullopt;
+    return std::string(eml::backend_name(*backend));
+  });
+  m.def("set_thread_backend", [](const std::optional<std::string>& name) {
+    eml::set_thread_backend(name ? std::optional(eml::require_backend(*name)) : std::nullopt);
+  }, "Sets (a name) or clears (None) the calling thread's backend override.");
 
   m.def("detected_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::detected_isa())); });
   m.def("get_isa", [] { return std::string(eml::gemm::isa_name(eml::gemm::active_isa())); });

@@ -5,9 +5,24 @@ Backends: ``aten`` (ATen matmul, i.e. MKL/oneDNN), ``reference`` (our plain loop
 with LIBXSMM). The default is the fastest available; the environment variable
 ``EML_OPS_BACKEND`` overrides it at import.
 
-Scope: the selection is process-wide. Setting it is atomic and thread-safe: every thread's
-next call uses the new backend, a call already running finishes on the old one.
-:func:`use_backend` therefore changes the backend for all threads while its block runs.
+Scope, as with ``torch.autocast``:
+
+* :func:`set_backend` sets the **process default**, used by every thread that has no
+  override of its own. It is atomic: each such thread's next call uses the new backend, a call
+  already running finishes on the one it started with.
+* :func:`use_backend` overrides the backend for the **calling thread** while its block runs
+  and then restores what that thread had before (its previous override, or none). Other
+  threads, and threads started inside the block, keep following the process default: a
+  worker thread that should use a backend enters its own ``use_backend``. Blocks nest.
+  Inside a block, :func:`set_backend` still changes the process default, but this thread
+  keeps the block's backend until the block ends.
+* :func:`get_backend` names the backend the calling thread's next call runs.
+* A kernel reads the selection once, on the thread that calls it. Autograd runs the backward
+  of CPU tensors on the thread that calls ``backward()``, so a backward inside the block runs
+  on the block's backend, and one outside it on whatever that thread selects then (as
+  autocast applies where the op runs). Like autocast's, the override belongs to the thread,
+  not to an ``asyncio`` task or a ``contextvars`` context: tasks sharing a thread share it.
+
 Backends other than ``aten`` run float32 and float64; other dtypes, and tensors on other
 devices, always go through ATen.
 """
@@ -29,34 +44,42 @@ def available_backends() -> list[str]:
 
 
 def get_backend() -> str:
-    """Name of the backend the CPU kernels use now."""
+    """Name of the backend the calling thread's next CPU kernel runs."""
     return str(_C.get_backend())
 
 
 def set_backend(name: str) -> None:
-    """Select the backend process-wide.
+    """Set the process default backend (threads inside :func:`use_backend` keep theirs).
 
     Raises:
         ValueError: ``name`` is unknown or not available in this build; the message names
             the choices.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"eml_ops.set_backend: expected a backend name, got {type(name).__name__}")
+    _check_name("set_backend", name)
     _C.set_backend(name)  # std::invalid_argument arrives as ValueError
 
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[str]:
-    """Run a block on backend ``name`` and restore the previous backend afterwards.
+    """Run a block of the calling thread on backend ``name``, then restore its previous one.
 
-    The switch is process-wide (see the module docstring), so other threads see it too.
+    Local to the thread (see the module docstring): other threads are not affected.
+
+    Raises:
+        ValueError: ``name`` is unknown or not available; nothing is changed then.
     """
-    previous = get_backend()
-    set_backend(name)
+    _check_name("use_backend", name)
+    previous = _C.get_thread_backend()  # None: this thread follows the process default
+    _C.set_thread_backend(name)
     try:
         yield name
     finally:
-        set_backend(previous)
+        _C.set_thread_backend(previous)
+
+
+def _check_name(function: str, name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"eml_ops.{function}: expected a backend name, got {type(name).__name__}")
 
 
 def apply_environment() -> None:

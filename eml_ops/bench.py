@@ -13,6 +13,10 @@ time per call is the median over the samples.
 Results go to ``--out`` (default ``results/``): ``bench.json`` (metadata and raw rows),
 ``bench.md`` (tables and summary) and ``bench.png`` (speed-up plot); the table and the
 summary are also printed. Nothing here asserts anything about speed.
+
+With mode ``forward``, a last table times two Python threads calling at once (one intra-op
+thread each), as an inference server's thread pool would: the eager path releases the GIL,
+so its throughput should scale as ``F.linear``'s does.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import argparse
 import contextlib
 import datetime
 import gc
+import itertools
 import json
 import math
 import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -104,6 +110,9 @@ DEFAULT_SHAPES = _suite(
     forward_only=("2048x2048x2048",),
 )
 QUICK_SHAPES = _suite([(4, 32, 16, "tiny"), (33, 77, 65, "odd"), (64, 128, 96, "small")])
+# The shape timed with 2 Python threads (--quick: a small one).
+PYTHON_THREADS_SHAPE = Shape(256, 1024, 1024, "square", ("forward",))
+QUICK_PYTHON_THREADS_SHAPE = Shape(64, 128, 96, "small", ("forward",))
 
 
 @dataclass
@@ -142,6 +151,7 @@ class Config:
     plot: bool
     seed: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    python_threads_shape: Shape = PYTHON_THREADS_SHAPE
 
 
 # --------------------------------------------------------------------------- command line
@@ -244,6 +254,7 @@ def make_config(argv: Sequence[str]) -> Config:
         out=args.out,
         plot=not args.no_plot,
         seed=args.seed,
+        python_threads_shape=QUICK_PYTHON_THREADS_SHAPE if args.quick else PYTHON_THREADS_SHAPE,
     )
 
 
@@ -466,6 +477,82 @@ def bench_case(
     return rows
 
 
+# --------------------------------------------------------------------------- Python threads
+
+def time_in_python_threads(
+    fn: Callable[[], object], backend: str | None, calls: int, n_threads: int
+) -> float:
+    """Wall seconds for ``n_threads`` Python threads, released together, to call ``fn``.
+
+    Each makes ``calls`` calls on ``backend``, which it selects itself (the choice is per thread).
+    """
+    barrier = threading.Barrier(n_threads + 1)
+
+    def worker() -> None:
+        with selected(backend):
+            barrier.wait()
+            for _ in range(calls):
+                fn()
+
+    threads = [threading.Thread(target=worker) for _ in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
+
+
+def bench_python_threads(shape: Shape, config: Config) -> list[dict[str, Any]]:
+    """Forward throughput (calls/s) of 1 and of 2 Python threads per candidate, interleaved.
+
+    With torch.set_num_threads(1), the two Python threads are all the parallelism there is.
+    """
+    backends = [name for name in config.backends if skip_reason(name, shape) is None]
+    candidates = forward_candidates(shape, backends, config.dtype, config.seed)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        inner = {}
+        for cand in candidates:
+            with selected(cand.backend):
+                inner[cand.name] = calibrate(cand.run, config.min_time)
+        rates: dict[tuple[str, int], list[float]] = {}
+        for _ in range(config.repeats):
+            for cand, n_threads in itertools.product(candidates, (1, 2)):
+                n = inner[cand.name]
+                seconds = time_in_python_threads(cand.run, cand.backend, n, n_threads)
+                rates.setdefault((cand.name, n_threads), []).append(n * n_threads / seconds)
+    finally:
+        torch.set_num_threads(previous_threads)
+    median = {key: statistics.median(values) for key, values in rates.items()}
+    base = candidates[0].name
+    return [
+        {
+            "candidate": cand.name,
+            "shape": shape.label,
+            "calls_per_s_1_thread": median[(cand.name, 1)],
+            "calls_per_s_2_threads": median[(cand.name, 2)],
+            "scaling": median[(cand.name, 2)] / median[(cand.name, 1)],
+            "speedup_2_threads": median[(cand.name, 2)] / median[(base, 2)],
+        }
+        for cand in candidates
+    ]
+
+
+def python_threads_table(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the 2-Python-threads table."""
+    header = ["candidate", "1 thread calls/s", "2 threads calls/s", "2-thread scaling",
+              "speed-up (2 threads)"]
+    body = [
+        [r["candidate"], f"{r['calls_per_s_1_thread']:.1f}", f"{r['calls_per_s_2_threads']:.1f}",
+         f"{r['scaling']:.2f}x", f"{r['speedup_2_threads']:.2f}"]
+        for r in results
+    ]
+    return header, body
+
+
 # --------------------------------------------------------------------------- reporting
 
 
@@ -631,6 +718,13 @@ def write_markdown(
         parts += ["", f"## {title}", "", markdown_table(header, body)]
     if config.skipped:
         parts += ["", f"Skipped: {len(config.skipped)} runs ({config.skipped[0]['reason']})."]
+    if meta.get("python_threads"):
+        header, body = python_threads_table(meta["python_threads"])
+        parts += ["", "## 2 Python threads", "",
+                  f"forward {meta['python_threads'][0]['shape']}, one intra-op thread "
+                  "(torch.set_num_threads(1)); calls/s of one Python thread and of two calling "
+                  "at once; speed-up over F.linear with two threads.", "",
+                  markdown_table(header, body)]
     parts += ["", "## Summary", ""] + [f"- {line}" for line in lines]
     path.write_text("\n".join(parts) + "\n")
 
@@ -711,7 +805,10 @@ def run(config: Config) -> tuple[dict[str, Any], list[Row], list[dict[str, Any]]
         for mode, shape, threads in bar:
             bar.set_postfix_str(f"{mode} {shape.label} t={threads}")
             rows += bench_case(mode, shape, threads, config, peak_1core)
-    return metadata(config, peak_1core), rows, summarize(rows)
+    meta = metadata(config, peak_1core)
+    if "forward" in config.modes:
+        meta["python_threads"] = bench_python_threads(config.python_threads_shape, config)
+    return meta, rows, summarize(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -721,6 +818,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta, rows, summary = run(config)
     meta["elapsed_s"] = time.perf_counter() - start
     lines = summary_lines(rows, summary, ERROR_TOLERANCE[config.dtype])
+    if meta.get("python_threads"):
+        scaling = ", ".join(f"{r['candidate']} {r['scaling']:.2f}x" for r in meta["python_threads"])
+        lines.append(f"2 Python threads (1 intra-op thread), throughput over 1: {scaling}")
 
     config.out.mkdir(parents=True, exist_ok=True)
     payload = {"metadata": meta, "rows": [asdict(r) for r in rows], "summary": summary}
@@ -735,6 +835,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for title, header, body in tables(rows, config):
         print(f"\n{title}\n{text_table(header, body)}")
+    if meta.get("python_threads"):
+        header, body = python_threads_table(meta["python_threads"])
+        print(f"\n2 Python threads, forward {meta['python_threads'][0]['shape']}, "
+              f"1 intra-op thread\n{text_table(header, body)}")
     print("\nSummary")
     print("\n".join(lines))
     print(f"\n{meta['elapsed_s']:.0f} s; results in {config.out}/")

@@ -126,6 +126,22 @@ def test_markdown_tables(quick_run: Path, data: dict):
     assert "geomean speed-up" in text
 
 
+def test_python_threads_table(quick_run: Path, data: dict):
+    # Two Python threads calling at once: F.linear and every backend, rates and their ratios.
+    results = data["metadata"]["python_threads"]
+    assert [r["candidate"] for r in results] == [bench.BASELINE["forward"],
+                                                 *data["metadata"]["backends"]]
+    base = results[0]
+    for r in results:
+        assert r["shape"] == bench.QUICK_PYTHON_THREADS_SHAPE.label
+        assert r["calls_per_s_1_thread"] > 0 and r["calls_per_s_2_threads"] > 0
+        assert math.isclose(r["scaling"], r["calls_per_s_2_threads"] / r["calls_per_s_1_thread"])
+        assert math.isclose(r["speedup_2_threads"],
+                            r["calls_per_s_2_threads"] / base["calls_per_s_2_threads"])
+    text = (quick_run / "bench.md").read_text()
+    assert "## 2 Python threads" in text and "| 2-thread scaling |" in text
+
+
 def test_summary_lines_fraction_of_peak():
     def row(candidate: str, median: float) -> bench.Row:
         return bench.Row(

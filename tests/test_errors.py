@@ -49,3 +49,16 @@ def test_backward_with_inconsistent_grad_output(backend: str) -> None:
 def test_unknown_backend_names_the_choices() -> None:
     with pytest.raises(ValueError, match=r"unknown backend 'fastest'; choose one of: aten, "):
         eml_ops.set_backend("fastest")
+
+
+def test_symbolic_shapes_are_named_in_the_message() -> None:
+    # Under symbolic tracing the sizes are SymInts: the message shows their expressions.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return OPS.linear(x, w)
+
+    with pytest.raises(RuntimeError, match=r"^eml::linear: in_features mismatch: input of shape "
+                                           r"\[s\d+, s\d+\] has s\d+ features, weight of shape "
+                                           r"\[s\d+, s\d+\] expects s\d+"):
+        make_fx(f, tracing_mode="symbolic")(torch.randn(4, 5), torch.randn(3, 6))

@@ -1,14 +1,18 @@
 """Many Python threads in eml:: forward and backward at once; backend switches under load.
 
-The ops release the GIL, so the threads really run the kernels concurrently (each also
-using torch's intra-op pool of 1 or 2 threads). Every result is compared with F.linear's,
-computed before the threads start.
+The ops release the GIL (torch.ops and the eager path eml_ops.linear / Layer alike), so the
+threads really run the kernels concurrently (each also using torch's intra-op pool of 1 or 2
+threads). Every result is compared with F.linear's, computed before the threads start.
+use_backend is local to the thread: worker threads enter the test's backend themselves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -86,19 +90,26 @@ def check(case: Case, use_op: str) -> None:
         torch.testing.assert_close(actual, expected, **tolerance(expected.dtype, reduction))
 
 
-def in_threads(body: Callable[[int], None], stop: threading.Event | None = None) -> None:
-    """Run body(index) on N_THREADS threads released together; raise the first failure."""
-    barrier = threading.Barrier(N_THREADS)
+def in_threads(body: Callable[[int], None], stop: threading.Event | None = None,
+               n_threads: int = N_THREADS) -> None:
+    """Run body(index) on n_threads threads released together; raise the first failure.
+
+    The threads enter the calling thread's use_backend override, if it has one (the choice
+    is per thread); otherwise they follow the process default.
+    """
+    barrier = threading.Barrier(n_threads)
     errors: list[BaseException] = []
+    inherited = eml_ops._C.get_thread_backend()
 
     def worker(index: int) -> None:
         try:
-            barrier.wait()
-            body(index)
+            with eml_ops.use_backend(inherited) if inherited else contextlib.nullcontext():
+                barrier.wait()
+                body(index)
         except BaseException as error:  # reported to the main thread below
             errors.append(error)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -197,6 +208,8 @@ def test_switching_backend_and_isa_while_threads_compute(num_threads: int,
             stop.wait(0.0005)
 
     thread = threading.Thread(target=switcher)
+    # No use_backend here: the workers follow the process default the switcher keeps changing.
+    assert eml_ops._C.get_thread_backend() is None
     thread.start()
     try:
         checks = run_threads(small, 6 * len(small), stop)
@@ -208,15 +221,164 @@ def test_switching_backend_and_isa_while_threads_compute(num_threads: int,
     assert switches[0] >= len(BACKENDS) * len(isas)
 
 
-def test_use_backend_in_many_threads_restores_a_valid_backend(restore_selection: None) -> None:
-    # use_backend is process-wide: racing blocks must leave some valid backend selected and
-    # never corrupt the selection (get_backend always names an available backend).
+# --------------------------------------------------------------------------------------------
+# use_backend is local to the thread
+
+# Inputs on which the backends give different float32 results, computed exactly: the
+# reference GEMM starts each sum at the bias and adds in order (1e8 + 1 + ... + 1 stays 1e8),
+# the others add the bias last (1e8 + 64); in the backward, reference and blocked sum the
+# bias gradient in row order (1e8 again), ATen's reduction does not.
+SIGNATURE_BACKENDS = ["aten", "reference", "blocked"]
+
+
+def backend_signature() -> tuple[float, float]:
+    """(an output, a bias gradient) of a forward and backward through eml_ops.Layer and
+    autograd on the calling thread: they tell the backend that ran apart."""
+    layer = eml_ops.Layer(64, 64, bias=True)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+        layer.bias.fill_(1e8)
+    y = layer(torch.ones(64, 64))
+    grad = torch.ones(64, 64)
+    grad[0] = 1e8
+    y.backward(grad)
+    return y[0, 0].item(), layer.bias.grad[1].item()
+
+
+@pytest.fixture
+def signatures(restore_selection: None) -> Iterator[dict[str, tuple[float, float]]]:
+    """Each backend's signature, computed on this thread; they must all differ.
+
+    One intra-op thread, so that no backend splits the sums (the result of a split sum would
+    depend on the machine's core count).
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        found = {}
+        for name in SIGNATURE_BACKENDS:
+            with eml_ops.use_backend(name):
+                found[name] = backend_signature()
+        assert len(set(found.values())) == len(found), f"backends not told apart: {found}"
+        yield found
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_use_backend_is_local_to_the_thread(signatures: dict[str, tuple[float, float]]) -> None:
+    # Two threads nest use_backend in opposite orders, in lockstep (both are inside their
+    # outer block, then both inside the inner one, ...); a third thread never enters one and
+    # must see the process default throughout. Each checks get_backend and which backend
+    # really ran its forward and its backward (autograd runs CPU backward on this thread).
+    eml_ops.set_backend("blocked")
+    orders = [["aten", "reference"], ["reference", "aten"], []]
+    barrier = threading.Barrier(len(orders))
+    seen: dict[int, list[str]] = {index: [] for index in range(len(orders))}
+
+    def check_current(index: int, expected: str) -> None:
+        barrier.wait()  # all threads are at the same nesting step now
+        assert eml_ops.get_backend() == expected
+        assert backend_signature() == signatures[expected], f"thread {index}: not {expected}"
+        seen[index].append(expected)
+        barrier.wait()
+
+    def body(index: int) -> None:
+        order = orders[index]
+        check_current(index, "blocked")
+        with eml_ops.use_backend(order[0]) if order else contextlib.nullcontext():
+            check_current(index, order[0] if order else "blocked")
+            with eml_ops.use_backend(order[1]) if order else contextlib.nullcontext():
+                check_current(index, order[1] if order else "blocked")
+            check_current(index, order[0] if order else "blocked")
+        check_current(index, "blocked")
+        assert eml_ops._C.get_thread_backend() is None
+
+    in_threads(body, n_threads=len(orders))
+    assert seen[0] == ["blocked", "aten", "reference", "aten", "blocked"]
+    assert seen[1] == ["blocked", "reference", "aten", "reference", "blocked"]
+    assert seen[2] == ["blocked"] * 5
+    assert eml_ops._C.get_process_backend() == "blocked"
+
+
+def test_set_backend_inside_use_backend_changes_only_the_default(restore_selection: None) -> None:
+    eml_ops.set_backend("blocked")
+    with eml_ops.use_backend("aten"):
+        eml_ops.set_backend("reference")
+        assert eml_ops.get_backend() == "aten"  # this thread keeps its block's backend
+        other: list[str] = []
+        thread = threading.Thread(target=lambda: other.append(eml_ops.get_backend()))
+        thread.start()
+        thread.join()
+        assert other == ["reference"]  # a new thread follows the process default
+    assert eml_ops.get_backend() == "reference"
+
+
+def test_use_backend_in_many_threads_keeps_each_threads_choice(restore_selection: None) -> None:
+    # Eight threads enter and leave use_backend blocks at random-ish moments; each must always
+    # see its own choice, and the process default must be untouched at the end.
+    default = eml_ops._C.get_process_backend()
     cases = make_cases()[:4]
+
     def body(index: int) -> None:
         for step in range(30):
-            with eml_ops.use_backend(BACKENDS[(index + step) % len(BACKENDS)]):
-                assert eml_ops.get_backend() in BACKENDS
+            name = BACKENDS[(index + step) % len(BACKENDS)]
+            with eml_ops.use_backend(name):
+                assert eml_ops.get_backend() == name
                 check(cases[step % len(cases)], "module")
+                assert eml_ops.get_backend() == name
 
     in_threads(body)
-    assert eml_ops.get_backend() in BACKENDS
+    assert eml_ops._C.get_process_backend() == default
+
+
+# --------------------------------------------------------------------------------------------
+# The eager path releases the GIL
+
+
+def progress_of_other_thread_during(call: Callable[[], object]) -> int:
+    """How many steps a second Python thread makes while this thread runs call().
+
+    The switch interval is set to 100 s, so the interpreter never takes the GIL from a thread
+    by itself: the counter advances during call() only if call() releases the GIL.
+    """
+    count = [0]
+    stop = threading.Event()
+
+    def counter() -> None:
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0)  # releases the GIL, so this thread never holds it for long
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    thread = threading.Thread(target=counter)
+    try:
+        thread.start()
+        while count[0] == 0:  # the counter is running
+            time.sleep(0.001)
+        before = count[0]
+        result = call()
+        progress = count[0] - before
+        del result  # (freeing a tensor may hand the GIL over once: not counted)
+        return progress
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        sys.setswitchinterval(interval)
+
+
+def test_eager_path_releases_the_gil_while_the_kernel_runs(restore_selection: None) -> None:
+    # A GEMM of a few tenths of a second (the reference loops), through every eager entry.
+    x, w, b = torch.randn(256, 512), torch.randn(512, 512), torch.randn(512)
+    layer = eml_ops.Layer(512, 512, bias=True)
+    # The controls: calls that hold the GIL throughout (Python, and the course's C++ loops,
+    # bound without releasing it) let the counter make no progress (on a free-threaded
+    # Python without a GIL, everything makes progress).
+    if getattr(sys, "_is_gil_enabled", lambda: True)():
+        assert progress_of_other_thread_during(lambda: sum(range(5_000_000))) == 0
+        assert progress_of_other_thread_during(
+            lambda: eml_ops._C.course.loops.forward(x, w)) == 0
+    with eml_ops.use_backend("reference"):
+        for call in [lambda: eml_ops.linear(x, w, b), lambda: layer(x),
+                     lambda: eml_ops._C.linear(x, w, b)]:
+            assert progress_of_other_thread_during(call) > 0

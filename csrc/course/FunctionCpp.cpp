@@ -4,8 +4,10 @@
 #include <ATen/Dispatch.h>
 
 #include <iostream>
+#include <string>
 
 #include "gemm/gemm.h"
+#include "ops/message.h"
 
 namespace eml::course {
 
@@ -30,14 +32,18 @@ namespace with_loops {
 namespace {
 
 void check_matrix(const char* function, const char* name, const torch::Tensor& tensor) {
-  TORCH_CHECK(tensor.dim() == 2 && tensor.is_contiguous(), "eml_ops.linear_cpp ", function,
-              ": ", name, " must be a contiguous 2-D tensor, got shape ", tensor.sizes(),
-              " with strides ", tensor.strides());
-  TORCH_CHECK(tensor.scalar_type() == torch::kFloat || tensor.scalar_type() == torch::kDouble,
-              "eml_ops.linear_cpp ", function, ": ", name,
-              " must be float32 or float64, got ", tensor.scalar_type());
-  TORCH_CHECK(tensor.device().is_cpu(), "eml_ops.linear_cpp ", function, ": ", name,
-              " must be on the CPU, got ", tensor.device());
+  const std::string op = std::string("eml_ops.linear_cpp ") + function;
+  if (tensor.dim() != 2 || !tensor.is_contiguous()) {
+    message::fail(op, std::string(name) + " must be a contiguous 2-D tensor, got shape " +
+                          message::shape(tensor) + " with strides " + message::strides(tensor));
+  }
+  if (tensor.scalar_type() != torch::kFloat && tensor.scalar_type() != torch::kDouble) {
+    message::fail(op, std::string(name) + " must be float32 or float64, got " +
+                          message::dtype(tensor));
+  }
+  if (!tensor.device().is_cpu()) {
+    message::fail(op, std::string(name) + " must be on the CPU, got " + message::device(tensor));
+  }
 }
 
 // A contiguous row-major matrix read through its raw data pointer.
@@ -70,10 +76,12 @@ torch::Tensor multiply(const torch::Tensor& a, bool transpose_a, const torch::Te
 torch::Tensor forward(torch::Tensor i_input, torch::Tensor i_weight) {
   check_matrix("forward", "input", i_input);
   check_matrix("forward", "weight", i_weight);
-  TORCH_CHECK(i_input.size(1) == i_weight.size(1) &&
-                  i_input.scalar_type() == i_weight.scalar_type(),
-              "eml_ops.linear_cpp forward: input ", i_input.sizes(), " ", i_input.scalar_type(),
-              " does not fit weight ", i_weight.sizes(), " ", i_weight.scalar_type());
+  if (i_input.size(1) != i_weight.size(1) || i_input.scalar_type() != i_weight.scalar_type()) {
+    message::fail("eml_ops.linear_cpp forward",
+                  "input " + message::shape(i_input) + " " + message::dtype(i_input) +
+                      " does not fit weight " + message::shape(i_weight) + " " +
+                      message::dtype(i_weight));
+  }
   return multiply(i_input, false, i_weight, true);
 }
 
@@ -82,12 +90,14 @@ std::vector<torch::Tensor> backward(torch::Tensor i_grad, torch::Tensor i_input,
   check_matrix("backward", "grad", i_grad);
   check_matrix("backward", "input", i_input);
   check_matrix("backward", "weights", i_weights);
-  TORCH_CHECK(i_grad.size(0) == i_input.size(0) && i_grad.size(1) == i_weights.size(0) &&
-                  i_input.size(1) == i_weights.size(1) &&
-                  i_grad.scalar_type() == i_input.scalar_type() &&
-                  i_input.scalar_type() == i_weights.scalar_type(),
-              "eml_ops.linear_cpp backward: grad ", i_grad.sizes(), ", input ", i_input.sizes(),
-              " and weights ", i_weights.sizes(), " do not fit (or differ in dtype)");
+  if (i_grad.size(0) != i_input.size(0) || i_grad.size(1) != i_weights.size(0) ||
+      i_input.size(1) != i_weights.size(1) || i_grad.scalar_type() != i_input.scalar_type() ||
+      i_input.scalar_type() != i_weights.scalar_type()) {
+    message::fail("eml_ops.linear_cpp backward",
+                  "grad " + message::shape(i_grad) + ", input " + message::shape(i_input) +
+                      " and weights " + message::shape(i_weights) +
+                      " do not fit (or differ in dtype)");
+  }
   return {multiply(i_grad, false, i_weights, false), multiply(i_grad, true, i_input, false)};
 }
 

@@ -31,6 +31,17 @@ std::atomic<int>& selected_backend() {
   return selected;
 }
 
+// The calling thread's override; -1: none.
+thread_local int thread_override = -1;
+
+void require_available(Backend backend) {
+  if (!backend_available(backend)) {
+    throw std::invalid_argument(std::string("eml_ops: backend '") + backend_name(backend) +
+                                "' is not available in this build; choose one of: " +
+                                available_backend_names());
+  }
+}
+
 }  // namespace
 
 const char* backend_name(Backend backend) {
@@ -81,25 +92,39 @@ std::string available_backend_names() {
 Backend default_backend() { return Backend::blocked; }
 
 Backend current_backend() {
+  if (thread_override >= 0) return static_cast<Backend>(thread_override);
+  return process_backend();
+}
+
+Backend process_backend() {
   return static_cast<Backend>(selected_backend().load(std::memory_order_relaxed));
 }
 
-void set_current_backend(Backend backend) {
-  if (!backend_available(backend)) {
-    throw std::invalid_argument(std::string("eml_ops: backend '") + backend_name(backend) +
-                                "' is not available in this build; choose one of: " +
-                                available_backend_names());
-  }
+void set_process_backend(Backend backend) {
+  require_available(backend);
   selected_backend().store(static_cast<int>(backend), std::memory_order_relaxed);
 }
 
-void set_current_backend(std::string_view name) {
+void set_process_backend(std::string_view name) { set_process_backend(require_backend(name)); }
+
+std::optional<Backend> thread_backend() {
+  if (thread_override < 0) return std::nullopt;
+  return static_cast<Backend>(thread_override);
+}
+
+void set_thread_backend(std::optional<Backend> backend) {
+  if (backend) require_available(*backend);
+  thread_override = backend ? static_cast<int>(*backend) : -1;
+}
+
+Backend require_backend(std::string_view name) {
   auto parsed = parse_backend(name);
   if (!parsed) {
     throw std::invalid_argument("eml_ops: unknown backend '" + std::string(name) +
                                 "'; choose one of: " + available_backend_names());
   }
-  set_current_backend(*parsed);
+  require_available(*parsed);
+  return *parsed;
 }
 
 }  // namespace eml

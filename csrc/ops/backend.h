@@ -1,5 +1,6 @@
-// Which GEMM backend the CPU kernels of the eml:: ops run: chosen at run time,
-// process-wide. Torch-free.
+// Which GEMM backend the CPU kernels of the eml:: ops run: chosen at run time. A process
+// default (set_process_backend), and a per-thread override on top (BackendGuard, Python's
+// use_backend), as torch.autocast's state is per thread. Torch-free.
 #pragma once
 
 #include <optional>
@@ -28,11 +29,38 @@ std::string available_backend_names();
 // The fastest available backend: what a fresh process uses unless EML_OPS_BACKEND says otherwise.
 Backend default_backend();
 
-// The process-wide selection. Reads and writes are atomic: a switch is seen by every
-// thread's next call; a call already running finishes on the backend it started with.
+// The backend a kernel called on this thread runs: the thread's override if it has one,
+// else the process default. Kernels read it once, on the calling thread, when they start.
 Backend current_backend();
-// Throws std::invalid_argument (naming the choices) for an unavailable backend.
-void set_current_backend(Backend backend);
-void set_current_backend(std::string_view name);
+
+// The process default, for every thread without an override. Reads and writes are atomic:
+// a switch is seen by the next call of every such thread; a call already running finishes
+// on the backend it started with. Starts as EML_OPS_BACKEND or default_backend().
+Backend process_backend();
+// Throws std::invalid_argument (naming the choices) for an unknown or unavailable backend.
+void set_process_backend(Backend backend);
+void set_process_backend(std::string_view name);
+
+// The calling thread's override (nullopt: none, the thread follows the process default).
+// New threads start without one. Setting checks availability as set_process_backend does.
+std::optional<Backend> thread_backend();
+void set_thread_backend(std::optional<Backend> backend);
+
+// Overrides the calling thread's backend for a scope and restores the previous override.
+class BackendGuard {
+ public:
+  explicit BackendGuard(Backend backend) : previous_(thread_backend()) {
+    set_thread_backend(backend);
+  }
+  ~BackendGuard() { set_thread_backend(previous_); }
+  BackendGuard(const BackendGuard&) = delete;
+  BackendGuard& operator=(const BackendGuard&) = delete;
+
+ private:
+  std::optional<Backend> previous_;
+};
+
+// parse_backend plus the availability check; std::invalid_argument naming the choices.
+Backend require_backend(std::string_view name);
 
 }  // namespace eml

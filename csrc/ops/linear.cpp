@@ -6,6 +6,10 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <string>
+
+#include "ops/message.h"
+
 namespace eml::ops {
 
 TORCH_LIBRARY(eml, m) {
@@ -43,33 +47,50 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
 }
 
 namespace detail {
+using message::device;
+using message::dtype;
+using message::fail;
+using message::shape;
+using message::sym_int;
 
 void check_linear_args(const char* op, const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias) {
-  TORCH_CHECK(input.dim() >= 1, op, ": input must have at least 1 dimension [*, in_features], got ",
-              input.dim(), "-D input of shape ", input.sizes());
-  TORCH_CHECK(weight.dim() == 2, op, ": weight must be 2-D [out_features, in_features], got ",
-              weight.dim(), "-D weight of shape ", weight.sizes());
-  TORCH_CHECK(input.sym_size(-1) == weight.sym_size(1), op,
-              ": in_features mismatch: input of shape ", input.sym_sizes(),
-              " has ", input.sym_size(-1), " features, weight of shape ", weight.sym_sizes(),
-              " expects ", weight.sym_size(1));
-  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), op,
-              ": input and weight must have the same dtype, got input ", input.scalar_type(),
-              " ", input.sym_sizes(), " and weight ", weight.scalar_type(), " ", weight.sym_sizes());
-  TORCH_CHECK(input.device() == weight.device(), op,
-              ": input and weight must be on the same device, got input on ", input.device(),
-              " and weight on ", weight.device());
+  if (input.dim() < 1) {
+    fail(op, "input must have at least 1 dimension [*, in_features], got " +
+                 std::to_string(input.dim()) + "-D input of shape " + shape(input));
+  }
+  if (weight.dim() != 2) {
+    fail(op, "weight must be 2-D [out_features, in_features], got " +
+                 std::to_string(weight.dim()) + "-D weight of shape " + shape(weight));
+  }
+  if (input.sym_size(-1) != weight.sym_size(1)) {
+    fail(op, "in_features mismatch: input of shape " + shape(input) + " has " +
+                 sym_int(input.sym_size(-1)) + " features, weight of shape " +
+                 shape(weight) + " expects " + sym_int(weight.sym_size(1)));
+  }
+  if (input.scalar_type() != weight.scalar_type()) {
+    fail(op, "input and weight must have the same dtype, got input " + dtype(input) + " " +
+                 shape(input) + " and weight " + dtype(weight) + " " +
+                 shape(weight));
+  }
+  if (input.device() != weight.device()) {
+    fail(op, "input and weight must be on the same device, got input on " +
+                 device(input) + " and weight on " + device(weight));
+  }
   if (!bias.has_value() || !bias->defined()) return;
-  TORCH_CHECK(bias->dim() == 1 && bias->sym_size(0) == weight.sym_size(0), op,
-              ": bias must be 1-D [out_features] = [", weight.sym_size(0), "] for weight of shape ",
-              weight.sym_sizes(), ", got bias of shape ", bias->sym_sizes());
-  TORCH_CHECK(bias->scalar_type() == weight.scalar_type(), op,
-              ": bias must have the dtype of weight, got bias ", bias->scalar_type(),
-              " and weight ", weight.scalar_type());
-  TORCH_CHECK(bias->device() == weight.device(), op,
-              ": bias must be on the device of weight, got bias on ", bias->device(),
-              " and weight on ", weight.device());
+  if (bias->dim() != 1 || bias->sym_size(0) != weight.sym_size(0)) {
+    fail(op, "bias must be 1-D [out_features] = [" + sym_int(weight.sym_size(0)) +
+                 "] for weight of shape " + shape(weight) + ", got bias of shape " +
+                 shape(*bias));
+  }
+  if (bias->scalar_type() != weight.scalar_type()) {
+    fail(op, "bias must have the dtype of weight, got bias " + dtype(*bias) +
+                 " and weight " + dtype(weight));
+  }
+  if (bias->device() != weight.device()) {
+    fail(op, "bias must be on the device of weight, got bias on " + device(*bias) +
+                 " and weight on " + device(weight));
+  }
 }
 
 void check_linear_backward_args(const char* op, const at::Tensor& grad_output,
@@ -77,16 +98,19 @@ void check_linear_backward_args(const char* op, const at::Tensor& grad_output,
   check_linear_args(op, input, weight, std::nullopt);
   auto expected = input.sym_sizes().vec();
   expected.back() = weight.sym_size(0);
-  TORCH_CHECK(grad_output.sym_sizes() == c10::SymIntArrayRef(expected), op,
-              ": grad_output must have shape ", c10::SymIntArrayRef(expected),
-              " (input ", input.sym_sizes(), " with the last dim replaced by out_features of weight ",
-              weight.sym_sizes(), "), got ", grad_output.sym_sizes());
-  TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), op,
-              ": grad_output must have the dtype of input, got ", grad_output.scalar_type(),
-              " and ", input.scalar_type());
-  TORCH_CHECK(grad_output.device() == input.device(), op,
-              ": grad_output must be on the device of input, got ", grad_output.device(), " and ",
-              input.device());
+  if (grad_output.sym_sizes() != c10::SymIntArrayRef(expected)) {
+    fail(op, "grad_output must have shape " + message::list(c10::SymIntArrayRef(expected)) + " (input " +
+                 shape(input) + " with the last dim replaced by out_features of weight " +
+                 shape(weight) + "), got " + shape(grad_output));
+  }
+  if (grad_output.scalar_type() != input.scalar_type()) {
+    fail(op, "grad_output must have the dtype of input, got " + dtype(grad_output) +
+                 " and " + dtype(input));
+  }
+  if (grad_output.device() != input.device()) {
+    fail(op, "grad_output must be on the device of input, got " + device(grad_output) +
+                 " and " + device(input));
+  }
 }
 
 std::vector<int64_t> linear_output_shape(const at::Tensor& input, const at::Tensor& weight) {
