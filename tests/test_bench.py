@@ -271,6 +271,22 @@ def test_dtypes_side_by_side_with_float32_ratios():
     ]  # fmt: skip
 
 
+def test_mlp_mode_under_autocast(tmp_path: Path):
+    """Mode mlp: a 3-layer MLP step, nn.Linear vs eml_ops, under bf16 autocast; same results."""
+    assert bench.main([
+        "--modes", "mlp", "--backends", "blocked", "--threads", "1", "--shapes", "8x24x16",
+        "--repeats", "1", "--min-time", "0", "--dtype", "bfloat16", "--no-plot",
+        "--out", str(tmp_path),
+    ]) == 0  # fmt: skip
+    data = json.loads((tmp_path / "bench.json").read_text())
+    rows = {r["candidate"]: r for r in data["rows"]}
+    assert set(rows) == {"nn.Linear MLP", "blocked"}
+    assert all(r["mode"] == "mlp" and r["dtype"] == "bfloat16" for r in rows.values())
+    flops = suite.FLOP_FACTOR["mlp"] * 8 * 24 * 16
+    assert math.isclose(rows["blocked"]["gflops"], flops / rows["blocked"]["median_s"] / 1e9)
+    assert rows["blocked"]["max_error"] < suite.ERROR_TOLERANCE[suite.DTYPES["bfloat16"]]
+
+
 def test_unknown_dtype_exits_2(tmp_path: Path):
     with pytest.raises(SystemExit) as info:
         bench.main(["--dtype", "float32,int8", "--out", str(tmp_path)])

@@ -7,6 +7,7 @@ each backend.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -66,16 +67,20 @@ def forward_candidates(
 
 
 def _train_step(
-    module: nn.Module, x: torch.Tensor, grad: torch.Tensor
+    module: nn.Module, x: torch.Tensor, grad: torch.Tensor, autocast: torch.dtype | None = None
 ) -> tuple[Callable[[], torch.Tensor], Callable[[], list[torch.Tensor]]]:
-    """One training step on ``module``: zero grads (set to None), forward, backward."""
+    """One training step on ``module``: zero grads (set to None), forward, backward.
+
+    ``autocast``: the forward runs under ``torch.autocast("cpu", dtype=autocast)``.
+    """
     params = list(module.parameters())
 
     def run() -> torch.Tensor:
         x.grad = None
         for p in params:
             p.grad = None
-        y = module(x)
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            y = module(x)
         y.backward(grad)
         return y
 
@@ -104,6 +109,34 @@ def train_candidates(
         layer = eml_ops.Layer(shape.k, shape.n, bias=True, dtype=dtype)
         layer.load_state_dict(baseline.state_dict())
         out.append(Candidate(name, name, *_train_step(layer, x, grad)))
+    return out
+
+
+def mlp_candidates(
+    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
+) -> list[Candidate]:
+    """Build a training step of a K -> N -> K -> N MLP (ReLUs), nn.Linear and eml_ops.
+
+    The eml_ops models are copies converted with ``eml_ops.replace_linear``, one per backend.
+    16-bit ``dtype``: float32 weights and input, the forward under autocast in ``dtype``
+    (mixed precision); otherwise everything in ``dtype``.
+    """
+    half = dtype in (torch.bfloat16, torch.float16)
+    param_dtype = torch.float32 if half else dtype
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape.m, shape.k, generator=gen, dtype=param_dtype).requires_grad_(True)
+    grad = torch.randn(shape.m, shape.n, generator=gen, dtype=dtype)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        baseline = nn.Sequential(
+            nn.Linear(shape.k, shape.n), nn.ReLU(), nn.Linear(shape.n, shape.k), nn.ReLU(),
+            nn.Linear(shape.k, shape.n),
+        ).to(param_dtype)  # fmt: skip
+    autocast = dtype if half else None
+    out = [Candidate(BASELINE["mlp"], None, *_train_step(baseline, x, grad, autocast))]
+    for name in backends:
+        model = eml_ops.replace_linear(copy.deepcopy(baseline))
+        out.append(Candidate(name, name, *_train_step(model, x, grad, autocast)))
     return out
 
 

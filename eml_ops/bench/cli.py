@@ -22,6 +22,7 @@ import eml_ops
 
 from . import plot, report, stats, timing
 from .suite import (
+    ALL_MODES,
     DEFAULT_SHAPES,
     DTYPES,
     MODES,
@@ -74,7 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Time every eml_ops backend against torch.nn.functional.linear / nn.Linear.",
     )
     parser.add_argument("--quick", action="store_true", help="a few small shapes, few repeats")
-    parser.add_argument("--modes", type=_name_list, help="forward,train (default: both)")
+    parser.add_argument(
+        "--modes",
+        type=_name_list,
+        help="forward,train,mlp (default: forward,train; mlp: a 3-layer MLP training step, "
+        "under autocast for the 16-bit dtypes)",
+    )
     parser.add_argument(
         "--backends",
         type=_name_list,
@@ -118,8 +124,8 @@ def make_config(argv: Sequence[str]) -> Config:
     if unknown:
         parser.error(f"backend(s) {unknown} not available; available: {available}")
     modes = args.modes if args.modes is not None else list(MODES)
-    if not modes or any(mode not in MODES for mode in modes):
-        parser.error(f"--modes takes a comma-separated subset of {list(MODES)}")
+    if not modes or any(mode not in ALL_MODES for mode in modes):
+        parser.error(f"--modes takes a comma-separated subset of {list(ALL_MODES)}")
     cores = os.cpu_count() or 1
     threads = args.threads if args.threads is not None else sorted({1, cores})
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 11)

@@ -12,12 +12,18 @@ from typing import Any
 
 import torch
 
+# The modes run by default.
 MODES = ("forward", "train")
+# Every mode; "mlp" (on request): a training step of a three-layer MLP, K -> N -> K -> N with
+# ReLUs, under torch.autocast("cpu") in the 16-bit dtypes (float32 weights: mixed precision),
+# plain in float32 and float64.
+ALL_MODES = (*MODES, "mlp")
 # The baseline candidate of each mode: PyTorch's own implementation.
-BASELINE = {"forward": "F.linear", "train": "nn.Linear"}
+BASELINE = {"forward": "F.linear", "train": "nn.Linear", "mlp": "nn.Linear MLP"}
 # Flops per call as a multiple of M*N*K: forward 2MNK; a training step adds grad_input and
-# grad_weight, 2MNK each (the bias gradient's M*N additions are not counted).
-FLOP_FACTOR = {"forward": 2, "train": 6}
+# grad_weight, 2MNK each (the bias gradient's M*N additions are not counted); the MLP step
+# is three of those.
+FLOP_FACTOR = {"forward": 2, "train": 6, "mlp": 18}
 # Backends with plain loops: run only on shapes up to this many M*N*K (tiny shapes).
 SLOW_BACKEND_MAX_MNK = {"reference": 1 << 20}
 # The dtypes --dtype takes, by name.
@@ -49,7 +55,7 @@ class Shape:
     k: int
     n: int
     kind: str = "custom"
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = ALL_MODES
 
     @property
     def label(self) -> str:
@@ -72,7 +78,7 @@ def _suite(
 ) -> list[Shape]:
     """Build shapes from ``(m, k, n, kind)`` tuples; labels in ``forward_only`` skip ``train``."""
     return [
-        Shape(m, k, n, kind, ("forward",) if f"{m}x{k}x{n}" in forward_only else MODES)
+        Shape(m, k, n, kind, ("forward",) if f"{m}x{k}x{n}" in forward_only else ALL_MODES)
         for m, k, n, kind in entries
     ]
 

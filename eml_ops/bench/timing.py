@@ -19,6 +19,7 @@ from .candidates import (
     Candidate,
     forward_candidates,
     max_relative_error,
+    mlp_candidates,
     selected,
     train_candidates,
 )
@@ -91,7 +92,7 @@ def bench_case(
                     "reason": reason,
                 }
             )
-    make = forward_candidates if mode == "forward" else train_candidates
+    make = {"forward": forward_candidates, "train": train_candidates, "mlp": mlp_candidates}[mode]
     candidates = make(shape, backends, dtype, config.seed)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
