@@ -227,3 +227,19 @@ def test_autocast_casts_like_f_linear_then_runs_the_half_path(dtype: torch.dtype
     reference = g @ w.to(dtype).double()
     bound = rounding_bound(reference, g @ w.to(dtype).double().abs(), 8, dtype)
     assert bool(((leaves[0].grad.double() - reference).abs() <= bound).all())
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("backend", OWN_BACKENDS)
+def test_opcheck_half(dtype: torch.dtype, backend: str) -> None:
+    """Schemas, fake tensors, autograd registration and AOT dispatch with 16-bit inputs."""
+    generator = torch.Generator().manual_seed(6)
+    x, w, b, grad = (random_half(*shape, dtype=dtype, generator=generator)
+                     for shape in ((3, 5, 7), (4, 7), (4,), (3, 5, 4)))
+    with eml_ops.use_backend(backend):
+        torch.library.opcheck(torch.ops.eml.linear.default,
+                              (x.requires_grad_(), w.requires_grad_(), b.requires_grad_()))
+        torch.library.opcheck(torch.ops.eml.linear_forward.default,
+                              (x.detach(), w.detach(), b.detach()))
+        torch.library.opcheck(torch.ops.eml.linear_backward.default,
+                              (grad, x.detach(), w.detach(), [True, True, True]))
