@@ -119,6 +119,16 @@ struct Load<bfloat16_t> {
   static EML_AVX2_INLINE V maskload(const bfloat16_t* p, Mask count) {
     return widen_bf16(load_first_halves(p, count));
   }
+  // 16 values, widened half at a time without a shuffle: each 32-bit word holds two
+  // bfloat16, the even-indexed in its low half (shifted up: a float) and the odd-indexed in
+  // its high half (masked: a float). Only for sums over all lanes, where the order does not
+  // matter as long as both operands share it (the dot tiles).
+  template <bool EVEN>
+  static EML_AVX2_INLINE V load_interleaved(const bfloat16_t* p) {
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_castsi256_ps(EVEN ? _mm256_slli_epi32(words, 16)
+                                    : _mm256_and_si256(words, _mm256_set1_epi32(-65536)));
+  }
 };
 
 template <>
