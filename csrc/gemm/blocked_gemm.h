@@ -17,7 +17,8 @@ namespace eml::gemm {
 // 16-bit T: operands are widened to float (while packing, or in registers on the
 // packing-free paths), products and the bias accumulate in float, and each result
 // and row sum is rounded once to T (round-to-nearest-even; NaN and Inf kept). Float
-// results wait in a per-thread buffer of at most 8 MiB (more only for n > 2^21 / MC).
+// results wait in a per-thread buffer of at most 8 MiB: C is computed in blocks of rows
+// and columns that fit it.
 template <typename T>
 void blocked_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
                   const Epilogue<T>& epilogue, const Threading& threading);

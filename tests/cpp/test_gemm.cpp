@@ -683,6 +683,17 @@ int main(int argc, char** argv) {
   check_exact_rounding<float16_t>(rng);
   run_tests<bfloat16_t>();
   run_tests<float16_t>();
+  // 16-bit outputs beyond the 8 MiB float buffer: blocks of rows and of columns.
+  const std::vector<Variant> best_and_generic = {{detected_isa(), Path::automatic, 1},
+                                                 {detected_isa(), Path::automatic, 2},
+                                                 {Isa::generic, Path::automatic, 1}};
+  for (const auto& s :
+       {std::array<int64_t, 3>{700, 3100, 3}, std::array<int64_t, 3>{150, 15000, 5}}) {
+    check_problem<bfloat16_t>({s[0], s[1], s[2], Layout::row_major, Layout::col_major, true, true},
+                              best_and_generic, rng);
+    check_problem<float16_t>({s[0], s[1], s[2], Layout::col_major, Layout::row_major, true, true},
+                             best_and_generic, rng);
+  }
   std::printf("F16C: %s\n", cpu_has_f16c() ? "yes" : "no");
   if (g_failures != 0) {
     std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures,

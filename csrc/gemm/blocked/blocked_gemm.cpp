@@ -68,31 +68,45 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
 }
 
 // Float results of a 16-bit GEMM held at once per thread (8 MiB): C is computed in
-// chunks of rows, each rounded when done. Chunks of at least MC rows keep the cost of
-// packing B again per chunk small.
+// blocks, each rounded when done. Blocks of at least MC rows keep the cost of packing B again
+// per block small; blocks of at most this many columns (a multiple of the packed path's
+// column blocks, which pack A again anyway) bound the buffer for very wide outputs.
 constexpr int64_t kAccumulatorElements = int64_t{1} << 21;
 
-// A 16-bit GEMM's share on one thread: float results (and float row sums) in the
-// thread's accumulator buffer, rounded once to S.
+int64_t max_block_cols() {  // not constexpr: tuning builds read the blocks at run time
+  using Blocks = BlockSizes<float>;
+  return std::max(Blocks::nc, kAccumulatorElements / Blocks::mc / Blocks::nc * Blocks::nc);
+}
+
+// A 16-bit GEMM's share on one thread: float results (and float row sums) in the thread's
+// accumulator buffer, rounded once to S.
 template <typename S>
 void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
                               ConstMatrixView<S> b, OutputMatrix<S> c, const float* bias,
                               S* row_sums) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  const int64_t chunk_rows =
-      std::min(m, std::max(BlockSizes<float>::mc, kAccumulatorElements / std::max<int64_t>(n, 1)));
-  float* results = accumulator_buffer(static_cast<size_t>(chunk_rows * (n + 1)));
-  float* sums = results + chunk_rows * n;
-  for (int64_t first = 0; first < m; first += chunk_rows) {
-    const int64_t rows = std::min(chunk_rows, m - first);
-    const ConstMatrixView<S> chunk_a{a.data + first * a.row_stride, rows, k, a.row_stride,
-                                     a.col_stride};
-    gemm_on_this_thread(kernels, chunk_a, b, OutputMatrix<float>{results, rows, n, n}, bias,
-                        row_sums != nullptr ? sums : nullptr);
-    for (int64_t i = 0; i < rows; ++i) {
-      kernels.narrow(results + i * n, n, c.data + (first + i) * c.ld);
+  const int64_t block_cols = std::min(n, max_block_cols());
+  const int64_t block_rows =
+      std::min(m, std::max(BlockSizes<float>::mc, kAccumulatorElements / block_cols));
+  float* results = accumulator_buffer(static_cast<size_t>(block_rows * (block_cols + 1)));
+  float* sums = results + block_rows * block_cols;
+  for (int64_t first_col = 0; first_col < n; first_col += block_cols) {
+    const int64_t cols = std::min(block_cols, n - first_col);
+    const ConstMatrixView<S> block_b{b.data + first_col * b.col_stride, k, cols, b.row_stride,
+                                     b.col_stride};
+    const bool sum_rows = row_sums != nullptr && first_col == 0;  // each row once
+    for (int64_t first_row = 0; first_row < m; first_row += block_rows) {
+      const int64_t rows = std::min(block_rows, m - first_row);
+      const ConstMatrixView<S> block_a{a.data + first_row * a.row_stride, rows, k, a.row_stride,
+                                       a.col_stride};
+      gemm_on_this_thread(kernels, block_a, block_b,
+                          OutputMatrix<float>{results, rows, cols, cols},
+                          bias != nullptr ? bias + first_col : nullptr, sum_rows ? sums : nullptr);
+      for (int64_t i = 0; i < rows; ++i) {
+        kernels.narrow(results + i * cols, cols, c.data + (first_row + i) * c.ld + first_col);
+      }
+      if (sum_rows) kernels.narrow(sums, rows, row_sums + first_row);
     }
-    if (row_sums != nullptr) kernels.narrow(sums, rows, row_sums + first);
   }
 }
 
