@@ -35,12 +35,13 @@ DTYPES = {
 }
 # A backend whose results differ from PyTorch's by more than this (relative to the largest
 # magnitude) is reported. 16-bit results may differ by an ulp (2^-8, 2^-11 relative) where
-# the two round the float32 sum differently, and PyTorch's own 16-bit sums may round more.
+# the two round the float32 sum differently, and more in the MLP step, whose gradients pass
+# three layers of 16-bit rounding (both are as far from a float64 reference there).
 ERROR_TOLERANCE = {
     torch.float32: 1e-3,
     torch.float64: 1e-9,
-    torch.bfloat16: 3e-2,
-    torch.float16: 5e-3,
+    torch.bfloat16: 5e-2,
+    torch.float16: 2e-2,
 }
 # Shapes of at least this many forward flops (2MNK) count in the "large" geometric mean:
 # below, a call's cost is mostly its overhead.
