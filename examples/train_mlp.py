@@ -6,6 +6,10 @@ order (one seeded generator per run), so their losses differ only by float32 rou
 the two GEMM implementations. The script prints both training losses per epoch, the test
 accuracy of both models, and saves a plot of the two loss curves.
 
+With ``--autocast bf16`` (or ``fp16``) both runs compute their forward passes under
+``torch.autocast("cpu", dtype=...)``: the layers run in 16 bits (eml_ops on its own
+bfloat16/float16 GEMM), the weights and optimizer stay float32 (mixed precision).
+
 The digits data set (1797 8x8 images, 10 classes) ships with scikit-learn: nothing is
 downloaded.
 
@@ -13,13 +17,15 @@ Run::
 
     python examples/train_mlp.py --epochs 20 --out train_mlp.png
     python examples/train_mlp.py --backend blocked --hidden 128 --lr 0.05
+    python examples/train_mlp.py --autocast bf16
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TypedDict
 
@@ -39,6 +45,7 @@ class Result(TypedDict):
     """What :func:`main` returns."""
 
     backend: str
+    autocast: str | None
     losses_linear: list[float]
     losses_eml: list[float]
     accuracy_linear: float
@@ -63,11 +70,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="eml_ops GEMM backend for the eml run (default: the current one)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for weights, split and order")
+    parser.add_argument(
+        "--autocast",
+        choices=sorted(AUTOCAST_DTYPES),
+        default=None,
+        help="run the forward passes under torch.autocast('cpu') in this dtype",
+    )
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "hidden"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@contextlib.contextmanager
+def autocast(name: str | None) -> Iterator[None]:
+    """``torch.autocast("cpu")`` in the dtype called ``name``; nothing when ``name`` is None."""
+    if name is None:
+        yield
+        return
+    with torch.autocast("cpu", dtype=AUTOCAST_DTYPES[name]):
+        yield
 
 
 def load_data(
@@ -117,8 +143,11 @@ def train(
     lr: float,
     seed: int,
     label: str,
+    autocast_dtype: str | None = None,
 ) -> list[float]:
     """Train ``model`` with SGD (momentum 0.9); the batch order depends only on ``seed``.
+
+    ``autocast_dtype`` (``"bf16"``, ``"fp16"`` or None): the forward passes' autocast dtype.
 
     Returns:
         The mean training loss of each epoch.
@@ -133,7 +162,8 @@ def train(
         total, count = 0.0, 0
         for indices in permutation.split(batch_size):
             optimizer.zero_grad()
-            loss = loss_function(model(x[indices]), y[indices])
+            with autocast(autocast_dtype):
+                loss = loss_function(model(x[indices]), y[indices])
             loss.backward()
             optimizer.step()
             total += loss.item() * len(indices)
@@ -144,10 +174,13 @@ def train(
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """Fraction of ``x`` that ``model`` classifies as ``y``."""
+def accuracy(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast_dtype: str | None = None
+) -> float:
+    """Fraction of ``x`` that ``model`` (autocast to ``autocast_dtype``) classifies as ``y``."""
     model.eval()
-    return (model(x).argmax(dim=1) == y).float().mean().item()
+    with autocast(autocast_dtype):
+        return (model(x).argmax(dim=1) == y).float().mean().item()
 
 
 def plot_losses(losses_linear: Sequence[float], losses_eml: Sequence[float], path: Path) -> None:
@@ -180,22 +213,25 @@ def main(argv: Sequence[str] | None = None) -> Result:
     model_eml = eml_ops.replace_linear(copy.deepcopy(model_linear))  # same initial weights
 
     settings = {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-                "seed": args.seed}
+                "seed": args.seed, "autocast_dtype": args.autocast}
     losses_linear = train(model_linear, x_train, y_train, label="nn.Linear", **settings)
     backend = args.backend or eml_ops.get_backend()
     with eml_ops.use_backend(backend):
         losses_eml = train(model_eml, x_train, y_train, label=f"eml/{backend}", **settings)
-        accuracy_eml = accuracy(model_eml, x_test, y_test)
-    accuracy_linear = accuracy(model_linear, x_test, y_test)
+        accuracy_eml = accuracy(model_eml, x_test, y_test, args.autocast)
+    accuracy_linear = accuracy(model_linear, x_test, y_test, args.autocast)
 
     print(f"\n{'epoch':>5}  {'nn.Linear':>10}  {'eml_ops':>10}  {'rel. diff':>9}")
     for epoch, (a, b) in enumerate(zip(losses_linear, losses_eml, strict=True), start=1):
         print(f"{epoch:5d}  {a:10.6f}  {b:10.6f}  {abs(a - b) / abs(a):9.2e}")
-    print(f"test accuracy: nn.Linear {accuracy_linear:.4f}, eml_ops ({backend}) {accuracy_eml:.4f}")
+    precision = f"autocast {args.autocast}" if args.autocast else "float32"
+    print(f"test accuracy ({precision}): nn.Linear {accuracy_linear:.4f}, "
+          f"eml_ops ({backend}) {accuracy_eml:.4f}")
     plot_losses(losses_linear, losses_eml, args.out)
     print(f"loss plot: {args.out}")
     return {
         "backend": backend,
+        "autocast": args.autocast,
         "losses_linear": losses_linear,
         "losses_eml": losses_eml,
         "accuracy_linear": accuracy_linear,

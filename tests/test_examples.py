@@ -56,6 +56,25 @@ def test_train_mlp_runs_agree(backend: str, tmp_path: Path, capsys: pytest.Captu
     assert "test accuracy" in printed and f"eml/{backend}" in printed
 
 
+def test_train_mlp_under_bf16_autocast_reaches_float32_accuracy(tmp_path: Path) -> None:
+    """Mixed precision (autocast bf16: eml_ops on its bfloat16 GEMM) trains the digits MLP to
+    the float32 run's test accuracy, within one point."""
+    train_mlp = load_example("train_mlp")
+    common = ["--epochs", "8", "--hidden", "64", "--seed", "1", "--backend", "blocked"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny steps: one thread is fastest, and immune to a busy machine
+    try:
+        float32 = train_mlp.main([*common, "--out", str(tmp_path / "f32.png")])
+        bf16 = train_mlp.main([*common, "--autocast", "bf16", "--out", str(tmp_path / "bf16.png")])
+    finally:
+        torch.set_num_threads(threads)
+    assert float32["autocast"] is None and bf16["autocast"] == "bf16"
+    assert float32["accuracy_eml"] > 0.9
+    assert bf16["accuracy_eml"] == pytest.approx(float32["accuracy_eml"], abs=0.01)
+    assert bf16["accuracy_eml"] == pytest.approx(bf16["accuracy_linear"], abs=0.01)
+    assert bf16["losses_eml"][-1] < 0.5 * bf16["losses_eml"][0]
+
+
 def test_train_mlp_rejects_unknown_backend() -> None:
     train_mlp = load_example("train_mlp")
     with pytest.raises(SystemExit):

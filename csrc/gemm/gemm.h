@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "half.h"
+
 namespace eml::gemm {
 
 // A read-only rows x cols matrix; element (i, j) is data[i*row_stride + j*col_stride].
@@ -70,7 +72,8 @@ struct Threading {
 // Every GEMM here computes C = A·B (+ epilogue) for A: m x k, B: k x n, C: m x n.
 // C is overwritten (beta = 0); k == 0 gives C = bias (or zeros).
 
-// The seed's "C++-only" version: three plain loops, accumulating in T.
+// The seed's "C++-only" version: three plain loops, accumulating in T (in float for
+// bfloat16_t and float16_t, each result and row sum rounded once).
 template <typename T>
 void reference_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
                     const Epilogue<T>& epilogue = {});

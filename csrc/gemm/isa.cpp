@@ -55,9 +55,23 @@ bool cpu_has_avx2_fma() {
   return (regs[1] >> 5) & 1;  // EBX bit 5: AVX2
 }
 
+bool cpu_has_f16c_and_avx() {
+  unsigned regs[4];
+  cpuid(0, 0, regs);
+  if (regs[0] < 1) return false;
+  cpuid(1, 0, regs);
+  const bool osxsave = (regs[2] >> 27) & 1;
+  const bool avx = (regs[2] >> 28) & 1;
+  const bool f16c = (regs[2] >> 29) & 1;
+  if (!(osxsave && avx && f16c)) return false;
+  constexpr unsigned long long kXmmYmmState = 0x6;
+  return (read_xcr0() & kXmmYmmState) == kXmmYmmState;
+}
+
 #else
 
 bool cpu_has_avx2_fma() { return false; }
+bool cpu_has_f16c_and_avx() { return false; }
 
 #endif
 
@@ -79,6 +93,11 @@ std::atomic<Isa>& active_isa_slot() {
 Isa detected_isa() {
   static const Isa detected = cpu_has_avx2_fma() ? Isa::avx2 : Isa::generic;
   return detected;
+}
+
+bool cpu_has_f16c() {
+  static const bool has_f16c = cpu_has_f16c_and_avx();
+  return has_f16c;
 }
 
 Isa active_isa() { return active_isa_slot().load(std::memory_order_relaxed); }

@@ -30,4 +30,9 @@ void set_active_isa(Isa isa);
 
 const char* isa_name(Isa isa);
 
+// Whether the CPU converts float16 <-> float32 in hardware (F16C, CPUID.1:ECX bit 29,
+// with the OS saving the YMM registers). The avx2 kernels for float16 need it; without
+// it float16 operands are converted by scalar code.
+bool cpu_has_f16c();
+
 }  // namespace eml::gemm

@@ -8,19 +8,20 @@ namespace eml::gemm {
 template <typename T>
 void reference_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
                     const Epilogue<T>& epilogue) {
+  using Acc = accumulator_t<T>;
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      T sum = epilogue.bias ? epilogue.bias[j] : T(0);
-      for (int64_t p = 0; p < k; ++p) sum += a(i, p) * b(p, j);
-      c(i, j) = sum;
+      Acc sum = epilogue.bias ? widen(epilogue.bias[j]) : Acc(0);
+      for (int64_t p = 0; p < k; ++p) sum += widen(a(i, p)) * widen(b(p, j));
+      c(i, j) = narrow<T>(sum);
     }
   }
   if (epilogue.a_row_sums) {
     for (int64_t i = 0; i < a.rows; ++i) {
-      T sum = T(0);
-      for (int64_t p = 0; p < k; ++p) sum += a(i, p);
-      epilogue.a_row_sums[i] = sum;
+      Acc sum = Acc(0);
+      for (int64_t p = 0; p < k; ++p) sum += widen(a(i, p));
+      epilogue.a_row_sums[i] = narrow<T>(sum);
     }
   }
 }
@@ -29,5 +30,9 @@ template void reference_gemm<float>(ConstMatrixView<float>, ConstMatrixView<floa
                                     OutputMatrix<float>, const Epilogue<float>&);
 template void reference_gemm<double>(ConstMatrixView<double>, ConstMatrixView<double>,
                                      OutputMatrix<double>, const Epilogue<double>&);
+template void reference_gemm<bfloat16_t>(ConstMatrixView<bfloat16_t>, ConstMatrixView<bfloat16_t>,
+                                         OutputMatrix<bfloat16_t>, const Epilogue<bfloat16_t>&);
+template void reference_gemm<float16_t>(ConstMatrixView<float16_t>, ConstMatrixView<float16_t>,
+                                        OutputMatrix<float16_t>, const Epilogue<float16_t>&);
 
 }  // namespace eml::gemm

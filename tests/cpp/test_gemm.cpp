@@ -1,7 +1,9 @@
 // Standalone test (no torch) of eml::gemm::blocked_gemm against a float64 naive
 // reference: odd shapes, every stride layout, bias / row sums, both ISAs, every
-// path, threads. `test_gemm bench [threads [m n k]]` prints GFLOP/s instead (env:
-// BENCH_LAYOUT=fwd|gi|gw, BENCH_TYPES=f32|f64, BENCH_PATH, BENCH_SHAPES="m,n,k;...").
+// path, threads; float, double, bfloat16 and float16 (with the 16-bit conversions
+// checked bit for bit against an exact rounding reference). `test_gemm bench [threads
+// [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
+// BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...").
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -19,9 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "gemm/blocked/kernels.h"
 #include "gemm/blocked/path.h"
 #include "gemm/blocked_gemm.h"
 #include "gemm/gemm.h"
+#include "gemm/half.h"
 #include "gemm/isa.h"
 #include "gemm/peak.h"
 
@@ -109,6 +113,56 @@ Threading pool_threading(SpinPool& pool, int threads) {
   return threading;
 }
 
+// ---------------------------------------------------------------- element types
+template <typename T>
+double as_double(T value) {
+  return static_cast<double>(widen(value));
+}
+
+template <typename T>
+T from_double(double value) {
+  return narrow<T>(static_cast<accumulator_t<T>>(value));
+}
+
+template <typename T>
+bool same_bits(T x, T y) {
+  return std::memcmp(&x, &y, sizeof(T)) == 0;
+}
+
+template <typename T>
+const char* type_name() {
+  if constexpr (std::is_same_v<T, float>) return "f32";
+  if constexpr (std::is_same_v<T, double>) return "f64";
+  if constexpr (std::is_same_v<T, bfloat16_t>) return "bf16";
+  if constexpr (std::is_same_v<T, float16_t>) return "f16";
+}
+
+// Mantissa bits and smallest normal exponent of the 16-bit types.
+template <typename T>
+constexpr int kMantissaBits = std::is_same_v<T, bfloat16_t> ? 7 : 10;
+template <typename T>
+constexpr int kMinExponent = std::is_same_v<T, bfloat16_t> ? -126 : -14;
+
+// One unit in the last place of T at magnitude x (the subnormal spacing below the normals).
+template <typename T>
+double ulp(double x) {
+  const int exponent = x == 0 ? kMinExponent<T> : std::max(std::ilogb(x), kMinExponent<T>);
+  return std::ldexp(1.0, exponent - kMantissaBits<T>);
+}
+
+// The exact round-to-nearest-even of x to T, in double arithmetic (nearbyint rounds
+// to nearest even): the reference for to_bfloat16 / to_float16 and the AVX2 kernels.
+template <typename T>
+double round_reference(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  const double max_finite =
+      std::ldexp(2.0 - std::ldexp(1.0, -kMantissaBits<T>), 1 - kMinExponent<T>);
+  const double step = ulp<T>(std::abs(x));
+  const double rounded = std::nearbyint(x / step) * step;
+  if (std::abs(rounded) > max_finite) return std::copysign(INFINITY, x);
+  return rounded;
+}
+
 // ---------------------------------------------------------------- layouts
 enum class Layout {
   row_major,      // strides (cols, 1)
@@ -159,7 +213,7 @@ Operand<T> make_operand(int64_t rows, int64_t cols, Layout layout, std::mt19937&
   }
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   op.storage.resize(static_cast<size_t>(std::max<int64_t>(size, 1)) + 8);
-  for (auto& value : op.storage) value = static_cast<T>(dist(rng));
+  for (auto& value : op.storage) value = from_double<T>(dist(rng));
   op.view = {op.storage.data(), rows, cols, row_stride, col_stride};
   return op;
 }
@@ -222,41 +276,43 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
   Operand<T> a = make_operand<T>(c.m, c.k, c.a_layout, rng);
   Operand<T> b = make_operand<T>(c.k, c.n, c.b_layout, rng);
   if (poison && c.m > 0 && c.k > 0 && c.n > 0) {  // one NaN in A, one infinity in B
-    const_cast<T&>(a.view(c.m / 2, c.k / 3)) = std::numeric_limits<T>::quiet_NaN();
-    const_cast<T&>(b.view(c.k - 1, c.n / 2)) = -std::numeric_limits<T>::infinity();
+    const_cast<T&>(a.view(c.m / 2, c.k / 3)) = from_double<T>(NAN);
+    const_cast<T&>(b.view(c.k - 1, c.n / 2)) = from_double<T>(-INFINITY);
   }
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   std::vector<T> bias(static_cast<size_t>(c.n) + 1);
-  for (auto& value : bias) value = static_cast<T>(dist(rng));
+  for (auto& value : bias) value = from_double<T>(dist(rng));
 
-  // The float64 reference, with each entry's rounding bound: (k + 4) eps sum |terms|.
-  const double eps = std::numeric_limits<T>::epsilon();
+  // The float64 reference, with each entry's rounding bound: (k + 4) eps sum |terms|,
+  // eps of the accumulator type; 16-bit results may be one ulp of T off on top (the
+  // float result rounded once).
+  const double eps = std::numeric_limits<accumulator_t<T>>::epsilon();
+  auto output_ulp = [](double want) { return is_half_v<T> ? ulp<T>(std::abs(want)) : 0.0; };
   std::vector<double> want(static_cast<size_t>(c.m * c.n)), bound(want.size());
   std::vector<double> want_sums(static_cast<size_t>(c.m)), bound_sums(want_sums.size());
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < c.n; ++j) {
-      double sum = c.bias ? static_cast<double>(bias[j]) : 0.0;
+      double sum = c.bias ? as_double(bias[j]) : 0.0;
       double magnitude = std::abs(sum);
       for (int64_t p = 0; p < c.k; ++p) {
-        const double product =
-            static_cast<double>(a.view(i, p)) * static_cast<double>(b.view(p, j));
+        const double product = as_double(a.view(i, p)) * as_double(b.view(p, j));
         sum += product;
         magnitude += std::abs(product);
       }
       want[i * c.n + j] = sum;
-      bound[i * c.n + j] = (c.k + 4) * eps * magnitude + 1e-30;
+      bound[i * c.n + j] = (c.k + 4) * eps * magnitude + output_ulp(sum) + 1e-30;
     }
     double sum = 0, magnitude = 0;
     for (int64_t p = 0; p < c.k; ++p) {
-      sum += a.view(i, p);
-      magnitude += std::abs(static_cast<double>(a.view(i, p)));
+      sum += as_double(a.view(i, p));
+      magnitude += std::abs(as_double(a.view(i, p)));
     }
     want_sums[i] = sum;
-    bound_sums[i] = (c.k + 4) * eps * magnitude + 1e-30;
+    bound_sums[i] = (c.k + 4) * eps * magnitude + output_ulp(sum) + 1e-30;
   }
 
   const int64_t ld = c.n + (c.m % 3);  // sometimes wider than n
-  const T sentinel = T(12345.5);
+  const T sentinel = from_double<T>(12345.5);
   for (const Variant& v : variants) {
     std::vector<T> out(static_cast<size_t>(c.m * ld) + 4, sentinel);
     std::vector<T> sums(static_cast<size_t>(c.m) + 2, sentinel);
@@ -269,11 +325,11 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
     blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
     ++g_checks;
 
-    const std::string where = describe(c, v, sizeof(T) == 4 ? "f32" : "f64");
+    const std::string where = describe(c, v, type_name<T>());
     auto check = [&]() {
       for (int64_t i = 0; i < c.m; ++i) {
         for (int64_t j = 0; j < c.n; ++j) {
-          const double got = out[i * ld + j];
+          const double got = as_double(out[i * ld + j]);
           if (!close_enough(got, want[i * c.n + j], bound[i * c.n + j])) {
             return fail("C(" + std::to_string(i) + "," + std::to_string(j) + ") = " +
                             std::to_string(got) + ", want " + std::to_string(want[i * c.n + j]),
@@ -281,19 +337,20 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
           }
         }
         for (int64_t j = c.n; j < ld; ++j) {
-          if (out[i * ld + j] != sentinel) return fail("wrote past C's columns", where);
+          if (!same_bits(out[i * ld + j], sentinel)) return fail("wrote past C's columns", where);
         }
       }
-      if (out[c.m * ld] != sentinel) return fail("wrote past C's end", where);
+      if (!same_bits(out[c.m * ld], sentinel)) return fail("wrote past C's end", where);
       if (!c.row_sums) return;
       for (int64_t i = 0; i < c.m; ++i) {
-        if (!close_enough(sums[i], want_sums[i], bound_sums[i])) {
-          return fail("row_sums[" + std::to_string(i) + "] = " + std::to_string(sums[i]) +
-                          ", want " + std::to_string(want_sums[i]),
+        if (!close_enough(as_double(sums[i]), want_sums[i], bound_sums[i])) {
+          return fail("row_sums[" + std::to_string(i) + "] = " +
+                          std::to_string(as_double(sums[i])) + ", want " +
+                          std::to_string(want_sums[i]),
                       where);
         }
       }
-      if (sums[c.m] != sentinel) return fail("wrote past row_sums", where);
+      if (!same_bits(sums[c.m], sentinel)) return fail("wrote past row_sums", where);
     };
     check();
   }
@@ -370,6 +427,135 @@ void run_tests() {
   blocked::force_path(Path::automatic);
 }
 
+// 16-bit results with k = 1 are exact float values (a product of two 16-bit values,
+// plus the bias, in float) rounded once: every path and ISA must give the same bits
+// as the scalar rounding of that float.
+template <typename S>
+void check_exact_rounding(std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-4.0, 4.0);
+  for (const auto& shape : {std::array<int64_t, 2>{7, 19}, std::array<int64_t, 2>{1, 40},
+                            std::array<int64_t, 2>{33, 3}, std::array<int64_t, 2>{150, 70}}) {
+    const int64_t m = shape[0], n = shape[1];
+    std::vector<S> a(m), b(n), bias(n);
+    for (auto& value : a) value = from_double<S>(dist(rng));
+    for (auto& value : b) value = from_double<S>(dist(rng) * 1e-3);
+    for (auto& value : bias) value = from_double<S>(dist(rng));
+    for (const Variant& v : all_variants({1, 2})) {
+      for (const bool col_major : {false, true}) {
+        std::vector<S> out(static_cast<size_t>(m * n));
+        Epilogue<S> epilogue;
+        epilogue.bias = bias.data();
+        set_active_isa(v.isa);
+        blocked::force_path(v.path);
+        const ConstMatrixView<S> a_view{a.data(), m, 1, col_major ? 1 : 1, col_major ? m : 1};
+        const ConstMatrixView<S> b_view{b.data(), 1, n, n, 1};
+        blocked_gemm<S>(a_view, b_view, {out.data(), m, n, n}, epilogue,
+                        v.threads > 1 ? spawning_threading(v.threads) : Threading{});
+        ++g_checks;
+        for (int64_t i = 0; i < m * n; ++i) {
+          const float exact = widen(a[i / n]) * widen(b[i % n]) + widen(bias[i % n]);
+          if (!same_bits(out[i], narrow<S>(exact))) {
+            fail("k = 1 result not the float result rounded once: got " +
+                     std::to_string(as_double(out[i])) + ", want " +
+                     std::to_string(as_double(narrow<S>(exact))),
+                 describe({m, n, 1, Layout::row_major, Layout::row_major, true, false}, v,
+                          type_name<S>()));
+            break;
+          }
+        }
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+// The scalar conversions of half.h and every ISA's row conversions against the exact
+// reference: all 65536 16-bit patterns widened (and narrowed back), and floats (random
+// bit patterns, ties, overflow, subnormals, NaN, Inf) narrowed.
+template <typename S>
+void check_conversions(std::mt19937& rng) {
+  const std::string where = std::string("conversions ") + type_name<S>();
+  std::vector<S> halves(65536);
+  for (uint32_t bits = 0; bits < 65536; ++bits) halves[bits] = S{static_cast<uint16_t>(bits)};
+  std::vector<float> floats;
+  for (const S half : halves) {
+    const float value = widen(half);
+    const int exponent_bits = std::is_same_v<S, bfloat16_t> ? 8 : 5;
+    const int exponent = (half.bits >> kMantissaBits<S>) & ((1 << exponent_bits) - 1);
+    const int mantissa = half.bits & ((1 << kMantissaBits<S>) - 1);
+    const double sign = (half.bits & 0x8000) ? -1.0 : 1.0;
+    double want;
+    if (exponent == (1 << exponent_bits) - 1) {
+      want = mantissa != 0 ? NAN : sign * INFINITY;
+    } else if (exponent == 0) {
+      want = sign * std::ldexp(mantissa, kMinExponent<S> - kMantissaBits<S>);
+    } else {
+      want = sign * std::ldexp(1.0 + std::ldexp(mantissa, -kMantissaBits<S>),
+                               exponent - (1 << (exponent_bits - 1)) + 1);
+    }
+    if (std::isnan(want) ? !std::isnan(value) : static_cast<double>(value) != want) {
+      fail("widen(" + std::to_string(half.bits) + ") = " + std::to_string(value), where);
+    }
+    if (!std::isnan(value) && !same_bits(narrow<S>(value), half)) {
+      fail("narrow(widen(" + std::to_string(half.bits) + ")) changed the bits", where);
+    }
+    floats.push_back(value);
+    // The midpoint to the next 16-bit value: a tie, which rounds to the even neighbour.
+    if (std::isfinite(value)) {
+      floats.push_back(static_cast<float>(value + ulp<S>(std::abs(value)) / 2));
+    }
+  }
+  std::uniform_int_distribution<uint32_t> any_bits;
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t bits = any_bits(rng);
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    floats.push_back(value);
+  }
+  for (const float value : {65504.0f, 65519.99f, 65520.0f, 1e30f, -1e-30f, 3.4e38f, 1e-8f}) {
+    floats.push_back(value);
+  }
+  for (const float value : floats) {
+    const double want = round_reference<S>(value);
+    const double got = as_double(narrow<S>(value));
+    if (std::isnan(want) ? !std::isnan(got) : got != want) {
+      fail("narrow(" + std::to_string(value) + ") = " + std::to_string(got) + ", want " +
+               std::to_string(want),
+           where);
+    }
+  }
+  ++g_checks;
+  // Every ISA's row kernels: the same bits as the scalar conversions (NaN as NaN).
+  for (Isa isa : isas()) {
+    set_active_isa(isa);
+    const blocked::Kernels<S>& kernels = blocked::active_kernels<S>();
+    std::vector<S> narrowed(floats.size());
+    kernels.narrow(floats.data(), static_cast<int64_t>(floats.size()), narrowed.data());
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const S want = narrow<S>(floats[i]);
+      const bool both_nan = std::isnan(widen(want)) && std::isnan(widen(narrowed[i]));
+      if (!both_nan && !same_bits(narrowed[i], want)) {
+        fail("row narrow(" + std::to_string(floats[i]) + ") differs from the scalar one",
+             where + " isa=" + isa_name(isa));
+        break;
+      }
+    }
+    std::vector<float> widened(halves.size());
+    kernels.widen(halves.data(), static_cast<int64_t>(halves.size()), widened.data());
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float want = widen(halves[i]);
+      if (std::isnan(want) ? !std::isnan(widened[i]) : widened[i] != want) {
+        fail("row widen(" + std::to_string(i) + ") differs from the scalar one",
+             where + " isa=" + isa_name(isa));
+        break;
+      }
+    }
+    ++g_checks;
+  }
+  set_active_isa(detected_isa());
+}
+
 void test_isa_switching() {
   if (detected_isa() == Isa::generic) {
     bool threw = false;
@@ -415,15 +601,15 @@ void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, do
   Operand<T> a = make_operand<T>(m, k, layout == "gw" ? Layout::col_major : Layout::row_major, rng);
   Operand<T> b =
       make_operand<T>(k, n, layout == "fwd" ? Layout::col_major : Layout::row_major, rng);
-  std::vector<T> bias(n, T(0.5)), out(m * n), row_sums(m);
+  std::vector<T> bias(n, from_double<T>(0.5)), out(m * n), row_sums(m);
   Epilogue<T> epilogue;
   if (layout == "fwd") epilogue.bias = bias.data();
   if (layout == "gw") epilogue.a_row_sums = row_sums.data();
   const double seconds = best_seconds<T>(
       [&] { blocked_gemm<T>(a.view, b.view, {out.data(), m, n, n}, epilogue, threading); },
       budget);
-  std::printf("%s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
-              sizeof(T) == 4 ? "f32" : "f64", threading.num_threads, static_cast<long long>(m),
+  std::printf("%-4s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
+              type_name<T>(), threading.num_threads, static_cast<long long>(m),
               static_cast<long long>(n), static_cast<long long>(k), seconds * 1e6,
               2.0 * m * n * k / seconds / 1e9);
   std::fflush(stdout);
@@ -464,14 +650,16 @@ int bench(int argc, char** argv) {
                         : name == "stream" ? Path::stream
                                               : Path::automatic);
   }
-  const char* types = std::getenv("BENCH_TYPES");  // "f32", "f64" or unset: both
-  const bool want_float = types == nullptr || std::strstr(types, "f32") != nullptr;
-  const bool want_double = types == nullptr || std::strstr(types, "f64") != nullptr;
-  if (want_float) {
-    for (const auto& s : shapes) bench_shape<float>(s[0], s[1], s[2], threading, budget);
-  }
-  if (want_double) {
-    for (const auto& s : shapes) bench_shape<double>(s[0], s[1], s[2], threading, budget);
+  const char* types = std::getenv("BENCH_TYPES");  // e.g. "f32,bf16"; unset: f32 and f64
+  auto wanted = [types](const char* name) {
+    return types == nullptr ? std::strcmp(name, "f32") == 0 || std::strcmp(name, "f64") == 0
+                            : std::strstr(types, name) != nullptr;
+  };
+  for (const auto& s : shapes) {
+    if (wanted("f32")) bench_shape<float>(s[0], s[1], s[2], threading, budget);
+    if (wanted("bf16")) bench_shape<bfloat16_t>(s[0], s[1], s[2], threading, budget);
+    if (wanted("f16")) bench_shape<float16_t>(s[0], s[1], s[2], threading, budget);
+    if (wanted("f64")) bench_shape<double>(s[0], s[1], s[2], threading, budget);
   }
   return 0;
 }
@@ -488,6 +676,25 @@ int main(int argc, char** argv) {
   test_isa_switching();
   run_tests<float>();
   run_tests<double>();
+  std::mt19937 rng(7);
+  check_conversions<bfloat16_t>(rng);
+  check_conversions<float16_t>(rng);
+  check_exact_rounding<bfloat16_t>(rng);
+  check_exact_rounding<float16_t>(rng);
+  run_tests<bfloat16_t>();
+  run_tests<float16_t>();
+  // 16-bit outputs beyond the 8 MiB float buffer: blocks of rows and of columns.
+  const std::vector<Variant> best_and_generic = {{detected_isa(), Path::automatic, 1},
+                                                 {detected_isa(), Path::automatic, 2},
+                                                 {Isa::generic, Path::automatic, 1}};
+  for (const auto& s :
+       {std::array<int64_t, 3>{700, 3100, 3}, std::array<int64_t, 3>{150, 15000, 5}}) {
+    check_problem<bfloat16_t>({s[0], s[1], s[2], Layout::row_major, Layout::col_major, true, true},
+                              best_and_generic, rng);
+    check_problem<float16_t>({s[0], s[1], s[2], Layout::col_major, Layout::row_major, true, true},
+                             best_and_generic, rng);
+  }
+  std::printf("F16C: %s\n", cpu_has_f16c() ? "yes" : "no");
   if (g_failures != 0) {
     std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures,
                  static_cast<long long>(g_checks));

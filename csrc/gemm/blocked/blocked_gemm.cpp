@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "../isa.h"
 #include "block_sizes.h"
@@ -12,6 +13,7 @@
 #include "packed_gemm.h"
 #include "partition.h"
 #include "path.h"
+#include "workspace.h"
 
 namespace eml::gemm {
 namespace blocked {
@@ -30,14 +32,6 @@ void check_shapes(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c)
   }
 }
 
-template <typename T>
-const Kernels<T>& active_kernels() {
-#if EML_GEMM_X86
-  if (active_isa() == Isa::avx2) return avx2_kernels<T>();
-#endif
-  return generic_kernels<T>();
-}
-
 // k == 0: the product is empty, C is the bias (or zeros).
 template <typename T>
 void fill_with_bias(OutputMatrix<T> c, const T* bias) {
@@ -46,15 +40,15 @@ void fill_with_bias(OutputMatrix<T> c, const T* bias) {
     if (bias != nullptr) {
       std::copy(bias, bias + c.cols, row);
     } else {
-      std::fill(row, row + c.cols, T(0));
+      std::fill(row, row + c.cols, T{});
     }
   }
 }
 
-// One thread's share: the whole product for a block of C.
-template <typename T>
-void gemm_on_this_thread(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-                         OutputMatrix<T> c, const T* bias, T* row_sums) {
+// One thread's share: the whole product for a block of C, in the accumulator type.
+template <typename S>
+void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                         OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
   switch (choose_path(a, b, c.rows, c.cols, a.cols)) {
     case Path::dot:
       dot_gemm(kernels, a, b, c, bias);
@@ -73,63 +67,144 @@ void gemm_on_this_thread(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstM
   if (row_sums != nullptr) compute_row_sums(a, row_sums);
 }
 
+// Float results of a 16-bit GEMM held at once per thread (8 MiB): C is computed in
+// blocks, each rounded when done. Blocks of at least MC rows keep the cost of packing B again
+// per block small; blocks of at most this many columns (a multiple of the packed path's
+// column blocks, which pack A again anyway) bound the buffer for very wide outputs.
+constexpr int64_t kAccumulatorElements = int64_t{1} << 21;
+
+int64_t max_block_cols() {  // not constexpr: tuning builds read the blocks at run time
+  using Blocks = BlockSizes<float>;
+  return std::max(Blocks::nc, kAccumulatorElements / Blocks::mc / Blocks::nc * Blocks::nc);
+}
+
+// A 16-bit GEMM's share on one thread: float results (and float row sums) in the thread's
+// accumulator buffer, rounded once to S.
+template <typename S>
+void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
+                              ConstMatrixView<S> b, OutputMatrix<S> c, const float* bias,
+                              S* row_sums) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  const int64_t block_cols = std::min(n, max_block_cols());
+  const int64_t block_rows =
+      std::min(m, std::max(BlockSizes<float>::mc, kAccumulatorElements / block_cols));
+  float* results = accumulator_buffer(static_cast<size_t>(block_rows * (block_cols + 1)));
+  float* sums = results + block_rows * block_cols;
+  for (int64_t first_col = 0; first_col < n; first_col += block_cols) {
+    const int64_t cols = std::min(block_cols, n - first_col);
+    const ConstMatrixView<S> block_b{b.data + first_col * b.col_stride, k, cols, b.row_stride,
+                                     b.col_stride};
+    const bool sum_rows = row_sums != nullptr && first_col == 0;  // each row once
+    for (int64_t first_row = 0; first_row < m; first_row += block_rows) {
+      const int64_t rows = std::min(block_rows, m - first_row);
+      const ConstMatrixView<S> block_a{a.data + first_row * a.row_stride, rows, k, a.row_stride,
+                                       a.col_stride};
+      gemm_on_this_thread(kernels, block_a, block_b,
+                          OutputMatrix<float>{results, rows, cols, cols},
+                          bias != nullptr ? bias + first_col : nullptr, sum_rows ? sums : nullptr);
+      for (int64_t i = 0; i < rows; ++i) {
+        kernels.narrow(results + i * cols, cols, c.data + (first_row + i) * c.ld + first_col);
+      }
+      if (sum_rows) kernels.narrow(sums, rows, row_sums + first_row);
+    }
+  }
+}
+
+// Row sums of A into S: summed in Acc<S>, rounded once.
+template <typename S>
+void row_sums_of(const Kernels<S>& kernels, ConstMatrixView<S> a, S* row_sums) {
+  if constexpr (is_half_v<S>) {
+    std::vector<float> sums(static_cast<size_t>(a.rows));
+    compute_row_sums(a, sums.data());
+    kernels.narrow(sums.data(), a.rows, row_sums);
+  } else {
+    compute_row_sums(a, row_sums);
+  }
+}
+
+template <typename S>
+void part_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+               OutputMatrix<S> c, const Acc<S>* bias, S* row_sums) {
+  if constexpr (is_half_v<S>) {
+    half_gemm_on_this_thread(kernels, a, b, c, bias, row_sums);
+  } else {
+    gemm_on_this_thread(kernels, a, b, c, bias, row_sums);
+  }
+}
+
 }  // namespace
 }  // namespace blocked
 
-template <typename T>
-void blocked_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
-                  const Epilogue<T>& epilogue, const Threading& threading) {
+template <typename S>
+void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
+                  const Epilogue<S>& epilogue, const Threading& threading) {
   using namespace blocked;
+  using T = Acc<S>;
   check_shapes(a, b, c);
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   if (m == 0) return;
   if (k == 0) {
     fill_with_bias(c, epilogue.bias);
     if (epilogue.a_row_sums != nullptr) {
-      std::fill(epilogue.a_row_sums, epilogue.a_row_sums + m, T(0));
+      std::fill(epilogue.a_row_sums, epilogue.a_row_sums + m, S{});
     }
     return;
   }
+  const Kernels<S>& kernels = active_kernels<S>();
   if (n == 0) {
-    if (epilogue.a_row_sums != nullptr) compute_row_sums(a, epilogue.a_row_sums);
+    if (epilogue.a_row_sums != nullptr) row_sums_of(kernels, a, epilogue.a_row_sums);
     return;
   }
-  const Kernels<T>& kernels = active_kernels<T>();
+  // 16-bit: the bias is added in float, before the one rounding.
+  std::vector<float> widened_bias;
+  const T* bias = nullptr;
+  if constexpr (is_half_v<S>) {
+    if (epilogue.bias != nullptr) {
+      widened_bias.resize(static_cast<size_t>(n));
+      kernels.widen(epilogue.bias, n, widened_bias.data());
+      bias = widened_bias.data();
+    }
+  } else {
+    bias = epilogue.bias;
+  }
+  using Blocks = BlockSizes<T>;
   const Grid grid = choose_grid(m, n, k, threading.parallel_for ? threading.num_threads : 1,
-                                BlockSizes<T>::mr, BlockSizes<T>::nr);
+                                Blocks::mr, Blocks::nr);
   if (grid.parts() == 1) {
-    gemm_on_this_thread(kernels, a, b, c, epilogue.bias, epilogue.a_row_sums);
+    part_gemm(kernels, a, b, c, bias, epilogue.a_row_sums);
     return;
   }
   threading.run(0, grid.parts(), [&](int64_t first_part, int64_t end_part) {
     for (int64_t part = first_part; part < end_part; ++part) {
-      const Range rows = split_range(m, grid.row_parts, part / grid.col_parts, BlockSizes<T>::mr);
-      const Range cols = split_range(n, grid.col_parts, part % grid.col_parts, BlockSizes<T>::nr);
-      const ConstMatrixView<T> part_a{a.data + rows.begin * a.row_stride, rows.end - rows.begin, k,
+      const Range rows = split_range(m, grid.row_parts, part / grid.col_parts, Blocks::mr);
+      const Range cols = split_range(n, grid.col_parts, part % grid.col_parts, Blocks::nr);
+      const ConstMatrixView<S> part_a{a.data + rows.begin * a.row_stride, rows.end - rows.begin, k,
                                       a.row_stride, a.col_stride};
-      const ConstMatrixView<T> part_b{b.data + cols.begin * b.col_stride, k, cols.end - cols.begin,
+      const ConstMatrixView<S> part_b{b.data + cols.begin * b.col_stride, k, cols.end - cols.begin,
                                       b.row_stride, b.col_stride};
-      const OutputMatrix<T> part_c{c.data + rows.begin * c.ld + cols.begin, rows.end - rows.begin,
+      const OutputMatrix<S> part_c{c.data + rows.begin * c.ld + cols.begin, rows.end - rows.begin,
                                    cols.end - cols.begin, c.ld};
       // Only the parts at column 0 sum A's rows, so each row is summed exactly once.
-      T* part_row_sums = (epilogue.a_row_sums != nullptr && part % grid.col_parts == 0)
+      S* part_row_sums = (epilogue.a_row_sums != nullptr && part % grid.col_parts == 0)
                              ? epilogue.a_row_sums + rows.begin
                              : nullptr;
       if (part_c.rows == 0 || part_c.cols == 0) {  // not with choose_grid's grids; still safe
-        if (part_row_sums != nullptr) compute_row_sums(part_a, part_row_sums);
+        if (part_row_sums != nullptr) row_sums_of(kernels, part_a, part_row_sums);
         continue;
       }
-      gemm_on_this_thread(kernels, part_a, part_b, part_c,
-                          epilogue.bias != nullptr ? epilogue.bias + cols.begin : nullptr,
-                          part_row_sums);
+      part_gemm(kernels, part_a, part_b, part_c, bias != nullptr ? bias + cols.begin : nullptr,
+                part_row_sums);
     }
   });
 }
 
-template void blocked_gemm<float>(ConstMatrixView<float>, ConstMatrixView<float>,
-                                  OutputMatrix<float>, const Epilogue<float>&, const Threading&);
-template void blocked_gemm<double>(ConstMatrixView<double>, ConstMatrixView<double>,
-                                   OutputMatrix<double>, const Epilogue<double>&,
-                                   const Threading&);
+#define EML_INSTANTIATE_BLOCKED_GEMM(S)                                                     \
+  template void blocked_gemm<S>(ConstMatrixView<S>, ConstMatrixView<S>, OutputMatrix<S>, \
+                                const Epilogue<S>&, const Threading&);
+EML_INSTANTIATE_BLOCKED_GEMM(float)
+EML_INSTANTIATE_BLOCKED_GEMM(double)
+EML_INSTANTIATE_BLOCKED_GEMM(bfloat16_t)
+EML_INSTANTIATE_BLOCKED_GEMM(float16_t)
+#undef EML_INSTANTIATE_BLOCKED_GEMM
 
 }  // namespace eml::gemm

@@ -4,6 +4,7 @@
 
 #if EML_GEMM_X86
 
+#include <type_traits>
 #include <utility>
 
 #include "simd_avx2.h"
@@ -11,15 +12,35 @@
 namespace eml::gemm::blocked {
 namespace {
 
+using avx2::Load;
 using avx2::Vec;
+
+// acc[r][j] += the EVEN (or odd) ones of 16 bfloat16 steps of A row r times those of B row j
+// (Load<bfloat16_t>::load_interleaved).
+template <int R, int C, bool EVEN>
+EML_AVX2_INLINE void dot_half_pass(const bfloat16_t* a, int64_t lda, const bfloat16_t* b,
+                                   int64_t ldb, __m256 (&acc)[R][C]) {
+  using LS = Load<bfloat16_t>;
+  __m256 av[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) av[r] = LS::load_interleaved<EVEN>(a + r * lda);
+#pragma GCC unroll 4
+  for (int j = 0; j < C; ++j) {
+    const __m256 bv = LS::load_interleaved<EVEN>(b + j * ldb);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(av[r], bv, acc[r][j]);
+  }
+}
 
 // R x C dot products along k: vector accumulators reduced horizontally at the end.
 // Small tiles keep U = 2 sets of accumulators (even and odd steps) so that at least
 // 8 FMA chains are in flight.
-template <typename T, int R, int C>
-EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                              int64_t ldc, const T* bias, bool accumulate) {
+template <typename S, int R, int C>
+EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb,
+                              Acc<S>* c, int64_t ldc, const Acc<S>* bias, bool accumulate) {
+  using T = Acc<S>;
   using VT = Vec<T>;
+  using LS = Load<S>;
   using V = typename VT::V;
   constexpr int L = VT::lanes;
   constexpr int U = R * C < 8 ? 2 : 1;
@@ -33,28 +54,37 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, in
     }
   }
   int64_t p = 0;
+  if constexpr (std::is_same_v<S, bfloat16_t> && R * C <= 4) {
+    // Small (matrix-vector) tiles: 16 steps per pass, widened as even and odd steps (see
+    // Load): a shift or a mask per 8 values instead of a shuffle and a shift, which the
+    // memory-bound loop cannot hide. (Larger tiles run out of registers this way.)
+    for (; p + 16 <= k; p += 16) {
+      dot_half_pass<R, C, true>(a + p, lda, b + p, ldb, acc[0]);
+      dot_half_pass<R, C, false>(a + p, lda, b + p, ldb, acc[U - 1]);
+    }
+  }
   for (; p + U * L <= k; p += U * L) {
 #pragma GCC unroll 2
     for (int u = 0; u < U; ++u) {
       V av[R];
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) av[r] = VT::loadu(a + r * lda + p + u * L);
+      for (int r = 0; r < R; ++r) av[r] = LS::loadu(a + r * lda + p + u * L);
 #pragma GCC unroll 4
       for (int j = 0; j < C; ++j) {
-        const V bv = VT::loadu(b + j * ldb + p + u * L);
+        const V bv = LS::loadu(b + j * ldb + p + u * L);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) acc[u][r][j] = VT::fma(av[r], bv, acc[u][r][j]);
       }
     }
   }
   for (; p < k; p += L) {  // the rest, masked: lanes past k load as 0 and add nothing
-    const auto mask = VT::mask(static_cast<int>(k - p < L ? k - p : L));
+    const auto mask = LS::mask(static_cast<int>(k - p < L ? k - p : L));
     V av[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda + p, mask);
+    for (int r = 0; r < R; ++r) av[r] = LS::maskload(a + r * lda + p, mask);
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) {
-      const V bv = VT::maskload(b + j * ldb + p, mask);
+      const V bv = LS::maskload(b + j * ldb + p, mask);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
     }
@@ -86,20 +116,21 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, in
 }
 
 // acc[r][v] += A(r, p) * B(p, v-th vector) for one step p.
-template <typename T, int R, int NV, bool kMasked>
-EML_AVX2_INLINE void broadcast_step(const T* a_step, int64_t a_row_stride, const T* b_row,
-                                    const typename Vec<T>::Mask (&masks)[NV],
-                                    typename Vec<T>::V (&acc)[R][NV]) {
-  using VT = Vec<T>;
+template <typename S, int R, int NV, bool kMasked>
+EML_AVX2_INLINE void broadcast_step(const S* a_step, int64_t a_row_stride, const S* b_row,
+                                    const typename Load<S>::Mask (&masks)[NV],
+                                    typename Vec<Acc<S>>::V (&acc)[R][NV]) {
+  using VT = Vec<Acc<S>>;
+  using LS = Load<S>;
   typename VT::V bv[NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) {
-    const T* source = b_row + v * VT::lanes;
-    bv[v] = kMasked ? VT::maskload(source, masks[v]) : VT::loadu(source);
+    const S* source = b_row + v * VT::lanes;
+    bv[v] = kMasked ? LS::maskload(source, masks[v]) : LS::loadu(source);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    const typename VT::V av = VT::broadcast(a_step + r * a_row_stride);
+    const typename VT::V av = LS::broadcast(a_step + r * a_row_stride);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = VT::fma(av, bv[v], acc[r][v]);
   }
@@ -107,24 +138,26 @@ EML_AVX2_INLINE void broadcast_step(const T* a_step, int64_t a_row_stride, const
 
 // R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B. Few rows
 // get U sets of accumulators (consecutive steps) to keep 8 FMA chains in flight.
-template <typename T, int R, int NV, bool kMasked>
-EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a_row_stride,
-                                                int64_t a_col_stride, const T* b, int64_t ldb,
-                                                T* c, int64_t ldc, int64_t cols, const T* bias,
-                                                bool accumulate) {
+template <typename S, int R, int NV, bool kMasked>
+EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const S* a, int64_t a_row_stride,
+                                                int64_t a_col_stride, const S* b, int64_t ldb,
+                                                Acc<S>* c, int64_t ldc, int64_t cols,
+                                                const Acc<S>* bias, bool accumulate) {
+  using T = Acc<S>;
   using VT = Vec<T>;
   using V = typename VT::V;
-  using Mask = typename VT::Mask;
   constexpr int L = VT::lanes;
   constexpr int kChains = R * NV;
   constexpr int U = kChains >= 8 ? 1 : (kChains >= 4 ? 2 : 4);
-  Mask masks[NV] = {};
+  typename VT::Mask masks[NV] = {};         // C and bias
+  typename Load<S>::Mask b_masks[NV] = {};  // B (the same lanes)
   if constexpr (kMasked) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const int64_t lanes = cols - v * L;
-      masks[v] = lanes <= 0 ? _mm256_setzero_si256()
-                            : VT::mask(static_cast<int>(lanes < L ? lanes : L));
+      const int count = lanes <= 0 ? 0 : static_cast<int>(lanes < L ? lanes : L);
+      masks[v] = VT::mask(count);  // count 0: all lanes off
+      b_masks[v] = Load<S>::mask(count);
     }
   }
   V acc[U][R][NV];
@@ -140,13 +173,13 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a
   for (; p + U <= k; p += U) {
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
-      broadcast_step<T, R, NV, kMasked>(a + (p + u) * a_col_stride, a_row_stride,
-                                        b + (p + u) * ldb, masks, acc[u]);
+      broadcast_step<S, R, NV, kMasked>(a + (p + u) * a_col_stride, a_row_stride,
+                                        b + (p + u) * ldb, b_masks, acc[u]);
     }
   }
   for (; p < k; ++p) {
-    broadcast_step<T, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb,
-                                      masks, acc[0]);
+    broadcast_step<S, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb,
+                                      b_masks, acc[0]);
   }
 #pragma GCC unroll 4
   for (int u = 1; u < U; ++u) {
@@ -177,30 +210,34 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const T* a, int64_t a
   }
 }
 
-template <typename T, int R>
-EML_TARGET_AVX2 void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride,
-                                    int64_t a_col_stride, const T* b, int64_t ldb, T* c,
-                                    int64_t ldc, int64_t cols, const T* bias, bool accumulate) {
-  constexpr int NV = static_cast<int>(kBroadcastCols<T>) / Vec<T>::lanes;
-  if (cols == kBroadcastCols<T>) {
-    broadcast_tile_impl<T, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
+template <typename S, int R>
+EML_TARGET_AVX2 void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride,
+                                    int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
+                                    int64_t ldc, int64_t cols, const Acc<S>* bias,
+                                    bool accumulate) {
+  constexpr int NV = static_cast<int>(kBroadcastCols<S>) / Vec<Acc<S>>::lanes;
+  if (cols == kBroadcastCols<S>) {
+    broadcast_tile_impl<S, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
                                          bias, accumulate);
   } else {
-    broadcast_tile_impl<T, R, NV, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
+    broadcast_tile_impl<S, R, NV, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
                                         bias, accumulate);
   }
 }
 
 // C rows += A(r, p) * row p of B, U steps of p per pass over C so that each load
 // and store of C carries U FMAs.
-template <typename T, int R, int U, bool kMasked>
-EML_AVX2_INLINE void stream_vector(const typename Vec<T>::V (&a_values)[U][R], const T* b,
-                                   int64_t ldb, T* c, int64_t ldc, typename Vec<T>::Mask mask) {
+template <typename S, int R, int U, bool kMasked>
+EML_AVX2_INLINE void stream_vector(const typename Vec<Acc<S>>::V (&a_values)[U][R], const S* b,
+                                   int64_t ldb, Acc<S>* c, int64_t ldc,
+                                   typename Vec<Acc<S>>::Mask mask,
+                                   typename Load<S>::Mask b_mask) {
+  using T = Acc<S>;
   using VT = Vec<T>;
   typename VT::V bv[U];
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
-    bv[u] = kMasked ? VT::maskload(b + u * ldb, mask) : VT::loadu(b + u * ldb);
+    bv[u] = kMasked ? Load<S>::maskload(b + u * ldb, b_mask) : Load<S>::loadu(b + u * ldb);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
@@ -216,41 +253,43 @@ EML_AVX2_INLINE void stream_vector(const typename Vec<T>::V (&a_values)[U][R], c
   }
 }
 
-template <typename T, int R, int U>
-EML_AVX2_INLINE void stream_steps(const T* a, int64_t a_row_stride, int64_t a_col_stride,
-                                  const T* b, int64_t ldb, T* c, int64_t ldc, int64_t cols) {
-  using VT = Vec<T>;
+template <typename S, int R, int U>
+EML_AVX2_INLINE void stream_steps(const S* a, int64_t a_row_stride, int64_t a_col_stride,
+                                  const S* b, int64_t ldb, Acc<S>* c, int64_t ldc, int64_t cols) {
+  using VT = Vec<Acc<S>>;
   constexpr int L = VT::lanes;
   typename VT::V a_values[U][R];
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      a_values[u][r] = VT::broadcast(a + u * a_col_stride + r * a_row_stride);
+      a_values[u][r] = Load<S>::broadcast(a + u * a_col_stride + r * a_row_stride);
     }
   }
   int64_t j = 0;
   for (; j + L <= cols; j += L) {
-    stream_vector<T, R, U, false>(a_values, b + j, ldb, c + j, ldc, typename VT::Mask{});
+    stream_vector<S, R, U, false>(a_values, b + j, ldb, c + j, ldc, typename VT::Mask{},
+                                  typename Load<S>::Mask{});
   }
   if (j < cols) {
-    const auto mask = VT::mask(static_cast<int>(cols - j));
-    stream_vector<T, R, U, true>(a_values, b + j, ldb, c + j, ldc, mask);
+    const int count = static_cast<int>(cols - j);
+    stream_vector<S, R, U, true>(a_values, b + j, ldb, c + j, ldc, VT::mask(count),
+                                 Load<S>::mask(count));
   }
 }
 
-template <typename T, int R>
-EML_TARGET_AVX2 void stream_tile(int64_t k, const T* a, int64_t a_row_stride,
-                                 int64_t a_col_stride, const T* b, int64_t ldb, T* c, int64_t ldc,
-                                 int64_t cols) {
+template <typename S, int R>
+EML_TARGET_AVX2 void stream_tile(int64_t k, const S* a, int64_t a_row_stride,
+                                 int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
+                                 int64_t ldc, int64_t cols) {
   constexpr int U = R <= 2 ? 4 : 2;  // as many steps as registers allow
   int64_t p = 0;
   for (; p + U <= k; p += U) {
-    stream_steps<T, R, U>(a + p * a_col_stride, a_row_stride, a_col_stride, b + p * ldb, ldb, c,
+    stream_steps<S, R, U>(a + p * a_col_stride, a_row_stride, a_col_stride, b + p * ldb, ldb, c,
                           ldc, cols);
   }
   for (; p < k; ++p) {
-    stream_steps<T, R, 1>(a + p * a_col_stride, a_row_stride, a_col_stride, b + p * ldb, ldb, c,
+    stream_steps<S, R, 1>(a + p * a_col_stride, a_row_stride, a_col_stride, b + p * ldb, ldb, c,
                           ldc, cols);
   }
 }
@@ -286,6 +325,8 @@ void set_avx2_direct_tiles(Kernels<T>& kernels) {
 
 template void set_avx2_direct_tiles<float>(Kernels<float>&);
 template void set_avx2_direct_tiles<double>(Kernels<double>&);
+template void set_avx2_direct_tiles<bfloat16_t>(Kernels<bfloat16_t>&);
+template void set_avx2_direct_tiles<float16_t>(Kernels<float16_t>&);
 
 }  // namespace eml::gemm::blocked
 

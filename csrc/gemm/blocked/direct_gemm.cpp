@@ -23,9 +23,9 @@ int64_t dot_tile_rows(int64_t remaining) {
 
 }  // namespace
 
-template <typename T>
-void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-              OutputMatrix<T> c, const T* bias) {
+template <typename S>
+void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+              OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   const int64_t lda = a.row_stride, ldb = b.col_stride;  // B's columns are rows of memory
   auto tile = [&](int64_t i, int64_t j, int64_t pc) {
@@ -33,7 +33,7 @@ void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T
     const int64_t cols = std::min<int64_t>(kDotCols, n - j);
     const bool accumulate = pc > 0;
     kernels.dot[rows - 1][cols - 1](
-        std::min(kDotKc<T>, k - pc), a.data + i * lda + pc, lda, b.data + j * ldb + pc, ldb,
+        std::min(kDotKc<S>, k - pc), a.data + i * lda + pc, lda, b.data + j * ldb + pc, ldb,
         c.data + i * c.ld + j, c.ld, (!accumulate && bias != nullptr) ? bias + j : nullptr,
         accumulate);
   };
@@ -41,26 +41,27 @@ void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T
   // contiguously) while each k block of it, in L1, meets all tiles of the smaller one.
   if (n >= m) {
     for (int64_t j = 0; j < n; j += kDotCols) {
-      for (int64_t pc = 0; pc < k; pc += kDotKc<T>) {
+      for (int64_t pc = 0; pc < k; pc += kDotKc<S>) {
         for (int64_t i = 0; i < m; i += dot_tile_rows(m - i)) tile(i, j, pc);
       }
     }
   } else {
     for (int64_t i = 0; i < m; i += dot_tile_rows(m - i)) {
-      for (int64_t pc = 0; pc < k; pc += kDotKc<T>) {
+      for (int64_t pc = 0; pc < k; pc += kDotKc<S>) {
         for (int64_t j = 0; j < n; j += kDotCols) tile(i, j, pc);
       }
     }
   }
 }
 
-template <typename T>
-void broadcast_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-                    OutputMatrix<T> c, const T* bias) {
+template <typename S>
+void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                    OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+  using T = Acc<S>;
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  constexpr int64_t kWidth = kBroadcastCols<T>;
+  constexpr int64_t kWidth = kBroadcastCols<S>;
   // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.
-  const int64_t block_k = kBroadcastKc<T>;
+  const int64_t block_k = kBroadcastKc<S>;
   for (int64_t pc = 0; pc < k; pc += block_k) {
     const int64_t kc = std::min(block_k, k - pc);
     const bool accumulate = pc > 0;
@@ -79,9 +80,10 @@ void broadcast_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrix
   }
 }
 
-template <typename T>
-void stream_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-                 OutputMatrix<T> c, const T* bias) {
+template <typename S>
+void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                 OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+  using T = Acc<S>;
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   // kStreamRows rows x kStreamCols of C: 8 KiB, resident in L1 during the k loop.
   constexpr int64_t kStreamCols = 2048 / sizeof(T);
@@ -103,39 +105,38 @@ void stream_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixVie
   }
 }
 
-template <typename T>
-void compute_row_sums(ConstMatrixView<T> a, T* row_sums) {
+template <typename S>
+void compute_row_sums(ConstMatrixView<S> a, Acc<S>* row_sums) {
+  using T = Acc<S>;
   for (int64_t i = 0; i < a.rows; ++i) row_sums[i] = T(0);
   // Sweep A in memory order when its rows are the strided dimension.
   if (a.row_stride == 1 && a.col_stride != 1) {
     for (int64_t p = 0; p < a.cols; ++p) {
-      const T* column = a.data + p * a.col_stride;
-      for (int64_t i = 0; i < a.rows; ++i) row_sums[i] += column[i];
+      const S* column = a.data + p * a.col_stride;
+      for (int64_t i = 0; i < a.rows; ++i) row_sums[i] += widen(column[i]);
     }
     return;
   }
   for (int64_t i = 0; i < a.rows; ++i) {
-    const T* row = a.data + i * a.row_stride;
+    const S* row = a.data + i * a.row_stride;
     T sum = 0;
-    for (int64_t p = 0; p < a.cols; ++p) sum += row[p * a.col_stride];
+    for (int64_t p = 0; p < a.cols; ++p) sum += widen(row[p * a.col_stride]);
     row_sums[i] = sum;
   }
 }
 
-template void dot_gemm<float>(const Kernels<float>&, ConstMatrixView<float>,
-                              ConstMatrixView<float>, OutputMatrix<float>, const float*);
-template void dot_gemm<double>(const Kernels<double>&, ConstMatrixView<double>,
-                               ConstMatrixView<double>, OutputMatrix<double>, const double*);
-template void broadcast_gemm<float>(const Kernels<float>&, ConstMatrixView<float>,
-                                    ConstMatrixView<float>, OutputMatrix<float>, const float*);
-template void broadcast_gemm<double>(const Kernels<double>&, ConstMatrixView<double>,
-                                     ConstMatrixView<double>, OutputMatrix<double>,
-                                     const double*);
-template void stream_gemm<float>(const Kernels<float>&, ConstMatrixView<float>,
-                                 ConstMatrixView<float>, OutputMatrix<float>, const float*);
-template void stream_gemm<double>(const Kernels<double>&, ConstMatrixView<double>,
-                                  ConstMatrixView<double>, OutputMatrix<double>, const double*);
-template void compute_row_sums<float>(ConstMatrixView<float>, float*);
-template void compute_row_sums<double>(ConstMatrixView<double>, double*);
+#define EML_INSTANTIATE_DIRECT(S)                                                          \
+  template void dot_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,       \
+                            OutputMatrix<Acc<S>>, const Acc<S>*);                            \
+  template void broadcast_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>, \
+                                  OutputMatrix<Acc<S>>, const Acc<S>*);                      \
+  template void stream_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \
+                               OutputMatrix<Acc<S>>, const Acc<S>*);                         \
+  template void compute_row_sums<S>(ConstMatrixView<S>, Acc<S>*);
+EML_INSTANTIATE_DIRECT(float)
+EML_INSTANTIATE_DIRECT(double)
+EML_INSTANTIATE_DIRECT(bfloat16_t)
+EML_INSTANTIATE_DIRECT(float16_t)
+#undef EML_INSTANTIATE_DIRECT
 
 }  // namespace eml::gemm::blocked

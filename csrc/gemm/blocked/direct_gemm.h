@@ -9,23 +9,24 @@ namespace eml::gemm::blocked {
 
 // Needs a.col_stride == 1 and b.row_stride == 1 (A and B both contiguous along k,
 // as in Y = X·W^T). C = A·B (+ bias).
-template <typename T>
-void dot_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-              OutputMatrix<T> c, const T* bias);
+// 16-bit S: A and B are read in place; C and bias are float (Acc<S>).
+template <typename S>
+void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+              OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
 // Needs b.col_stride == 1 (B contiguous along n, as in G·W); A may have any strides.
-template <typename T>
-void broadcast_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-                    OutputMatrix<T> c, const T* bias);
+template <typename S>
+void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                    OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
 // Needs b.col_stride == 1; meant for very few rows and a B too large for cache:
 // reads each row of B once, in order, updating column blocks of C held in L1.
-template <typename T>
-void stream_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-                 OutputMatrix<T> c, const T* bias);
+template <typename S>
+void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                 OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
 // row_sums[i] = sum_p A(i, p), for the paths that do not pack A.
-template <typename T>
-void compute_row_sums(ConstMatrixView<T> a, T* row_sums);
+template <typename S>
+void compute_row_sums(ConstMatrixView<S> a, Acc<S>* row_sums);
 
 }  // namespace eml::gemm::blocked

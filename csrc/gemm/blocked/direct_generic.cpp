@@ -9,15 +9,18 @@ namespace {
 
 constexpr int kLanes = 8;
 
-template <typename T, int R, int C>
-void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
-              const T* bias, bool accumulate) {
+template <typename S, int R, int C>
+void dot_tile(int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb, Acc<S>* c,
+              int64_t ldc, const Acc<S>* bias, bool accumulate) {
+  using T = Acc<S>;
   T acc[R][C][kLanes] = {};
   int64_t p = 0;
   for (; p + kLanes <= k; p += kLanes) {
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < C; ++j) {
-        for (int l = 0; l < kLanes; ++l) acc[r][j][l] += a[r * lda + p + l] * b[j * ldb + p + l];
+        for (int l = 0; l < kLanes; ++l) {
+          acc[r][j][l] += widen(a[r * lda + p + l]) * widen(b[j * ldb + p + l]);
+        }
       }
     }
   }
@@ -25,27 +28,28 @@ void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
     for (int j = 0; j < C; ++j) {
       T sum = 0;
       for (int l = 0; l < kLanes; ++l) sum += acc[r][j][l];
-      for (int64_t q = p; q < k; ++q) sum += a[r * lda + q] * b[j * ldb + q];
+      for (int64_t q = p; q < k; ++q) sum += widen(a[r * lda + q]) * widen(b[j * ldb + q]);
       T& out = c[r * ldc + j];
       out = accumulate ? out + sum : (bias != nullptr ? sum + bias[j] : sum);
     }
   }
 }
 
-template <typename T, int R>
-void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_stride,
-                    const T* b, int64_t ldb, T* c, int64_t ldc, int64_t cols, const T* bias,
-                    bool accumulate) {
-  constexpr int W = static_cast<int>(kBroadcastCols<T>);
+template <typename S, int R>
+void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride,
+                    const S* b, int64_t ldb, Acc<S>* c, int64_t ldc, int64_t cols,
+                    const Acc<S>* bias, bool accumulate) {
+  using T = Acc<S>;
+  constexpr int W = static_cast<int>(kBroadcastCols<S>);
   T acc[R][W] = {};
   for (int64_t p = 0; p < k; ++p) {
-    const T* b_row = b + p * ldb;
+    const S* b_row = b + p * ldb;
     for (int r = 0; r < R; ++r) {
-      const T a_value = a[r * a_row_stride + p * a_col_stride];
+      const T a_value = widen(a[r * a_row_stride + p * a_col_stride]);
       if (cols == W) {
-        for (int j = 0; j < W; ++j) acc[r][j] += a_value * b_row[j];
+        for (int j = 0; j < W; ++j) acc[r][j] += a_value * widen(b_row[j]);
       } else {
-        for (int64_t j = 0; j < cols; ++j) acc[r][j] += a_value * b_row[j];
+        for (int64_t j = 0; j < cols; ++j) acc[r][j] += a_value * widen(b_row[j]);
       }
     }
   }
@@ -58,15 +62,16 @@ void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_s
   }
 }
 
-template <typename T, int R>
-void stream_tile(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_stride, const T* b,
-                 int64_t ldb, T* c, int64_t ldc, int64_t cols) {
+template <typename S, int R>
+void stream_tile(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride, const S* b,
+                 int64_t ldb, Acc<S>* c, int64_t ldc, int64_t cols) {
+  using T = Acc<S>;
   for (int64_t p = 0; p < k; ++p) {
-    const T* b_row = b + p * ldb;
+    const S* b_row = b + p * ldb;
     for (int r = 0; r < R; ++r) {
-      const T a_value = a[r * a_row_stride + p * a_col_stride];
+      const T a_value = widen(a[r * a_row_stride + p * a_col_stride]);
       T* __restrict c_row = c + r * ldc;
-      for (int64_t j = 0; j < cols; ++j) c_row[j] += a_value * b_row[j];
+      for (int64_t j = 0; j < cols; ++j) c_row[j] += a_value * widen(b_row[j]);
     }
   }
 }
@@ -102,5 +107,7 @@ void set_generic_direct_tiles(Kernels<T>& kernels) {
 
 template void set_generic_direct_tiles<float>(Kernels<float>&);
 template void set_generic_direct_tiles<double>(Kernels<double>&);
+template void set_generic_direct_tiles<bfloat16_t>(Kernels<bfloat16_t>&);
+template void set_generic_direct_tiles<float16_t>(Kernels<float16_t>&);
 
 }  // namespace eml::gemm::blocked

@@ -2,12 +2,13 @@
 
 namespace eml::gemm::blocked {
 
-template <typename T>
-const Kernels<T>& generic_kernels() {
-  static const Kernels<T> kernels = [] {
-    Kernels<T> table{};
-    table.micro = generic_micro_kernel<T>();
+template <typename S>
+const Kernels<S>& generic_kernels() {
+  static const Kernels<S> kernels = [] {
+    Kernels<S> table{};
+    table.micro = generic_micro_kernel<Acc<S>>();
     set_generic_direct_tiles(table);
+    if constexpr (is_half_v<S>) set_generic_conversions(table);
     return table;
   }();
   return kernels;
@@ -15,15 +16,27 @@ const Kernels<T>& generic_kernels() {
 
 template const Kernels<float>& generic_kernels<float>();
 template const Kernels<double>& generic_kernels<double>();
+template const Kernels<bfloat16_t>& generic_kernels<bfloat16_t>();
+template const Kernels<float16_t>& generic_kernels<float16_t>();
 
 #if EML_GEMM_X86
-template <typename T>
-const Kernels<T>& avx2_kernels() {
-  static const Kernels<T> kernels = [] {
-    Kernels<T> table{};
-    table.micro = avx2_micro_kernel<T>();
+template <typename S>
+const Kernels<S>& avx2_kernels() {
+  static const Kernels<S> kernels = [] {
+    Kernels<S> table{};
+    table.micro = avx2_micro_kernel<Acc<S>>();
+    // float16 operands need F16C to be widened in registers; without it the float
+    // micro-kernel still runs, on panels the portable code widened.
+    if constexpr (std::is_same_v<S, float16_t>) {
+      if (!cpu_has_f16c()) {
+        set_generic_direct_tiles(table);
+        set_generic_conversions(table);
+        return table;
+      }
+    }
     set_avx2_direct_tiles(table);
     set_avx2_packing(table);
+    if constexpr (is_half_v<S>) set_avx2_conversions(table);
     return table;
   }();
   return kernels;
@@ -31,6 +44,21 @@ const Kernels<T>& avx2_kernels() {
 
 template const Kernels<float>& avx2_kernels<float>();
 template const Kernels<double>& avx2_kernels<double>();
+template const Kernels<bfloat16_t>& avx2_kernels<bfloat16_t>();
+template const Kernels<float16_t>& avx2_kernels<float16_t>();
 #endif
+
+template <typename S>
+const Kernels<S>& active_kernels() {
+#if EML_GEMM_X86
+  if (active_isa() == Isa::avx2) return avx2_kernels<S>();
+#endif
+  return generic_kernels<S>();
+}
+
+template const Kernels<float>& active_kernels<float>();
+template const Kernels<double>& active_kernels<double>();
+template const Kernels<bfloat16_t>& active_kernels<bfloat16_t>();
+template const Kernels<float16_t>& active_kernels<float16_t>();
 
 }  // namespace eml::gemm::blocked

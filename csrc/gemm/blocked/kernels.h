@@ -5,10 +5,20 @@
 
 #include <cstdint>
 
+#include "../half.h"
 #include "../isa.h"  // EML_GEMM_X86
 #include "block_sizes.h"
 
 namespace eml::gemm::blocked {
+
+// The element types: float and double, and the 16-bit bfloat16_t and float16_t
+// (half.h), whose products accumulate in float (Acc<S> = accumulator_t<S>). The
+// packed path widens 16-bit operands while packing, so its micro-kernel and panels
+// are float; the packing-free paths read 16-bit operands in place and widen them in
+// registers. C, bias and row sums of every kernel are accumulator-typed: the 16-bit
+// GEMM rounds them to S once, at the end (blocked_gemm.cpp).
+template <typename S>
+using Acc = accumulator_t<S>;
 
 // Packed path. C[0:MR, 0:NR] (row stride ldc) = sum_p A_panel[p] * B_panel[p], where
 // packed_a holds kc steps of MR values and packed_b kc steps of NR values.
@@ -20,72 +30,97 @@ using MicroKernel = void (*)(int64_t kc, const T* packed_a, const T* packed_b, T
 // Packing-free path for A and B both contiguous along k (Y = X·W^T):
 // C[r, j] (+)= sum_p a[r*lda + p] * b[j*ldb + p] for a fixed tile of rows r and
 // columns j (one function per tile shape); bias and accumulate as above.
-template <typename T>
-using DotTile = void (*)(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                         int64_t ldc, const T* bias, bool accumulate);
+template <typename S>
+using DotTile = void (*)(int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb, Acc<S>* c,
+                         int64_t ldc, const Acc<S>* bias, bool accumulate);
 
 // Packing-free path for B contiguous along n (G·W): C[r, 0:cols] (+)= sum_p
 // A(r, p) * b[p*ldb + 0:cols] for a fixed number of rows r (one function per row
 // count), A read through its strides, cols <= the kernel's width.
-template <typename T>
-using BroadcastTile = void (*)(int64_t k, const T* a, int64_t a_row_stride,
-                               int64_t a_col_stride, const T* b, int64_t ldb, T* c, int64_t ldc,
-                               int64_t cols, const T* bias, bool accumulate);
+template <typename S>
+using BroadcastTile = void (*)(int64_t k, const S* a, int64_t a_row_stride,
+                               int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
+                               int64_t ldc, int64_t cols, const Acc<S>* bias, bool accumulate);
 
 // Packing-free path for very few rows and a large B contiguous along n: streams
 // each row of B once. C[r, 0:cols] += sum_p A(r, p) * b[p*ldb + 0:cols] for a fixed
 // number of rows r (one function per count), all k steps, any cols; C must hold its
 // initial value (bias or zeros) and stays in L1 (the caller keeps cols small).
-template <typename T>
-using StreamTile = void (*)(int64_t k, const T* a, int64_t a_row_stride, int64_t a_col_stride,
-                            const T* b, int64_t ldb, T* c, int64_t ldc, int64_t cols);
+template <typename S>
+using StreamTile = void (*)(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride,
+                            const S* b, int64_t ldb, Acc<S>* c, int64_t ldc, int64_t cols);
 
 // Packs one full micro-panel whose W source rows are each contiguous along k (the
 // transposing case, e.g. B = W^T): panel[p*W + w] = src[w*ld + p] for p < depth.
 // W is MR for A panels and NR for B panels.
-template <typename T>
-using PackRowsKernel = void (*)(const T* src, int64_t ld, int64_t depth, T* panel);
+template <typename S>
+using PackRowsKernel = void (*)(const S* src, int64_t ld, int64_t depth, Acc<S>* panel);
+
+// Packs one full micro-panel whose steps are each W contiguous values (e.g. B = W in
+// dL/dX): panel[p*W + w] = widen(src[p*ld + w]). Only for 16-bit S (float copies).
+template <typename S>
+using PackStepsKernel = void (*)(const S* src, int64_t ld, int64_t depth, Acc<S>* panel);
+
+// dst[0:count] = narrow(src[0:count]) (round-to-nearest-even), and the reverse
+// widening: the 16-bit types' conversions of whole rows.
+template <typename S>
+using NarrowKernel = void (*)(const Acc<S>* src, int64_t count, S* dst);
+template <typename S>
+using WidenKernel = void (*)(const S* src, int64_t count, Acc<S>* dst);
 
 // Tile shapes of the packing-free paths, the same for every ISA.
 inline constexpr int kDotRows = 3;     // dot tiles are up to 3 rows x 4 columns
 inline constexpr int kDotCols = 4;
 inline constexpr int kBroadcastRows = 6;
 inline constexpr int kStreamRows = 4;
-template <typename T>
-inline constexpr int64_t kBroadcastCols = BlockSizes<T>::nr;
+template <typename S>
+inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 
-template <typename T>
+template <typename S>
 struct Kernels {
-  MicroKernel<T> micro;
-  DotTile<T> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
-  BroadcastTile<T> broadcast[kBroadcastRows];  // [rows - 1]
-  StreamTile<T> stream[kStreamRows];             // [rows - 1]
-  PackRowsKernel<T> pack_a_rows = nullptr;       // null: packing.cpp's portable loop
-  PackRowsKernel<T> pack_b_rows = nullptr;
+  MicroKernel<Acc<S>> micro;
+  DotTile<S> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
+  BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
+  StreamTile<S> stream[kStreamRows];             // [rows - 1]
+  PackRowsKernel<S> pack_a_rows = nullptr;       // null: packing.cpp's portable loop
+  PackRowsKernel<S> pack_b_rows = nullptr;
+  PackStepsKernel<S> pack_a_steps = nullptr;     // null: portable loop (or memcpy)
+  PackStepsKernel<S> pack_b_steps = nullptr;
+  NarrowKernel<S> narrow = nullptr;              // 16-bit S only
+  WidenKernel<S> widen = nullptr;                // 16-bit S only
 };
 
 // The tables, built once (kernels.cpp) from the pieces below.
-template <typename T>
-const Kernels<T>& generic_kernels();
+template <typename S>
+const Kernels<S>& generic_kernels();
 #if EML_GEMM_X86
-// Call only when the CPU has AVX2 and FMA.
-template <typename T>
-const Kernels<T>& avx2_kernels();
+// Call only when the CPU has AVX2 and FMA. For float16_t without F16C (cpu_has_f16c()),
+// the float16 conversions fall back to the portable pieces.
+template <typename S>
+const Kernels<S>& avx2_kernels();
 #endif
 
+// The table for active_isa().
+template <typename S>
+const Kernels<S>& active_kernels();
+
 // The pieces, one ISA per file: microkernel_{generic,avx2}.cpp, direct_{generic,avx2}.cpp,
-// packing_avx2.cpp.
+// packing_avx2.cpp, convert_{generic,avx2}.cpp.
 template <typename T>
 MicroKernel<T> generic_micro_kernel();
-template <typename T>
-void set_generic_direct_tiles(Kernels<T>& kernels);
+template <typename S>
+void set_generic_direct_tiles(Kernels<S>& kernels);
+template <typename S>
+void set_generic_conversions(Kernels<S>& kernels);  // 16-bit S only
 #if EML_GEMM_X86
 template <typename T>
 MicroKernel<T> avx2_micro_kernel();
-template <typename T>
-void set_avx2_direct_tiles(Kernels<T>& kernels);
-template <typename T>
-void set_avx2_packing(Kernels<T>& kernels);
+template <typename S>
+void set_avx2_direct_tiles(Kernels<S>& kernels);
+template <typename S>
+void set_avx2_packing(Kernels<S>& kernels);
+template <typename S>
+void set_avx2_conversions(Kernels<S>& kernels);  // 16-bit S only
 #endif
 
 }  // namespace eml::gemm::blocked

@@ -9,9 +9,10 @@
 
 namespace eml::gemm::blocked {
 
-template <typename T>
-void packed_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
-                 OutputMatrix<T> c, const T* bias, T* row_sums) {
+template <typename S>
+void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                 OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
+  using T = Acc<S>;
   using Blocks = BlockSizes<T>;
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
@@ -24,17 +25,17 @@ void packed_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixVie
     const int64_t nc = std::min(Blocks::nc, n - jc);
     for (int64_t pc = 0; pc < k; pc += Blocks::kc) {
       const int64_t kc = std::min(Blocks::kc, k - pc);
-      pack_b<T>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
+      pack_b<S>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
                  b.col_stride},
-                packed_b, kernels.pack_b_rows);
+                packed_b, kernels.pack_b_rows, kernels.pack_b_steps);
       const bool first_kc = pc == 0;
       for (int64_t ic = 0; ic < m; ic += Blocks::mc) {
         const int64_t mc = std::min(Blocks::mc, m - ic);
         // Each element of A is packed once per column block: sum it in the first only.
         T* block_row_sums = (row_sums != nullptr && jc == 0) ? row_sums + ic : nullptr;
-        pack_a<T>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
+        pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
                    a.col_stride},
-                  packed_a, block_row_sums, kernels.pack_a_rows);
+                  packed_a, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
         macro_kernel<T>(kernels.micro, kc, packed_a, packed_b,
                         {c.data + ic * c.ld + jc, mc, nc, c.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
@@ -43,11 +44,13 @@ void packed_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixVie
   }
 }
 
-template void packed_gemm<float>(const Kernels<float>&, ConstMatrixView<float>,
-                                 ConstMatrixView<float>, OutputMatrix<float>, const float*,
-                                 float*);
-template void packed_gemm<double>(const Kernels<double>&, ConstMatrixView<double>,
-                                  ConstMatrixView<double>, OutputMatrix<double>, const double*,
-                                  double*);
+#define EML_INSTANTIATE_PACKED(S)                                                          \
+  template void packed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \
+                               OutputMatrix<Acc<S>>, const Acc<S>*, Acc<S>*);
+EML_INSTANTIATE_PACKED(float)
+EML_INSTANTIATE_PACKED(double)
+EML_INSTANTIATE_PACKED(bfloat16_t)
+EML_INSTANTIATE_PACKED(float16_t)
+#undef EML_INSTANTIATE_PACKED
 
 }  // namespace eml::gemm::blocked

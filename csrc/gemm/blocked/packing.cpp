@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "block_sizes.h"
 
@@ -13,29 +14,40 @@ int64_t round_up(int64_t value, int64_t multiple) {
 }
 
 // One W-wide panel: panel[p*W + w] = source(w, p) for w < width, 0 beyond, where
-// source(w, p) = data[w*w_stride + p*p_stride]. Fast paths for unit strides.
-template <typename T, int W>
-void pack_panel(const T* data, int64_t width, int64_t depth, int64_t w_stride,
-                int64_t p_stride, T* __restrict panel, PackRowsKernel<T> pack_rows) {
+// source(w, p) = data[w*w_stride + p*p_stride], widened to Acc<S>. Fast paths for
+// unit strides.
+template <typename S, int W>
+void pack_panel(const S* data, int64_t width, int64_t depth, int64_t w_stride,
+                int64_t p_stride, Acc<S>* __restrict panel, PackRowsKernel<S> pack_rows,
+                PackStepsKernel<S> pack_steps) {
+  using T = Acc<S>;
   if (width == W && w_stride == 1) {  // each step is W contiguous values
-    for (int64_t p = 0; p < depth; ++p) {
-      std::memcpy(panel + p * W, data + p * p_stride, sizeof(T) * W);
+    if constexpr (std::is_same_v<S, T>) {
+      for (int64_t p = 0; p < depth; ++p) {
+        std::memcpy(panel + p * W, data + p * p_stride, sizeof(T) * W);
+      }
+      return;
+    } else {
+      if (pack_steps != nullptr) return pack_steps(data, p_stride, depth, panel);
+      for (int64_t p = 0; p < depth; ++p) {
+        for (int w = 0; w < W; ++w) panel[p * W + w] = widen(data[p * p_stride + w]);
+      }
+      return;
     }
-    return;
   }
   if (width == W && p_stride == 1) {  // W contiguous rows: a transpose
     if (pack_rows != nullptr) return pack_rows(data, w_stride, depth, panel);
-    const T* rows[W];
+    const S* rows[W];
     for (int w = 0; w < W; ++w) rows[w] = data + w * w_stride;
     for (int64_t p = 0; p < depth; ++p) {
-      for (int w = 0; w < W; ++w) panel[p * W + w] = rows[w][p];
+      for (int w = 0; w < W; ++w) panel[p * W + w] = widen(rows[w][p]);
     }
     return;
   }
   for (int64_t p = 0; p < depth; ++p) {  // any strides, including 0, and edges
-    const T* step = data + p * p_stride;
+    const S* step = data + p * p_stride;
     int64_t w = 0;
-    for (; w < width; ++w) panel[p * W + w] = step[w * w_stride];
+    for (; w < width; ++w) panel[p * W + w] = widen(step[w * w_stride]);
     for (; w < W; ++w) panel[p * W + w] = T(0);
   }
 }
@@ -52,26 +64,29 @@ void add_panel_lane_sums(const T* panel, int64_t width, int64_t depth, T* sums) 
 
 }  // namespace
 
-template <typename T>
-void pack_a(ConstMatrixView<T> a, T* packed, T* row_sums, PackRowsKernel<T> pack_rows) {
+template <typename S>
+void pack_a(ConstMatrixView<S> a, Acc<S>* packed, Acc<S>* row_sums, PackRowsKernel<S> pack_rows,
+            PackStepsKernel<S> pack_steps) {
+  using T = Acc<S>;
   constexpr int MR = static_cast<int>(BlockSizes<T>::mr);
   for (int64_t i = 0; i < a.rows; i += MR) {
     const int64_t rows = std::min<int64_t>(MR, a.rows - i);
     T* panel = packed + i * a.cols;
-    pack_panel<T, MR>(a.data + i * a.row_stride, rows, a.cols, a.row_stride, a.col_stride, panel,
-                        pack_rows);
+    pack_panel<S, MR>(a.data + i * a.row_stride, rows, a.cols, a.row_stride, a.col_stride, panel,
+                      pack_rows, pack_steps);
     // The panel was just written: summing it here reads L1, not A again.
     if (row_sums != nullptr) add_panel_lane_sums<T, MR>(panel, rows, a.cols, row_sums + i);
   }
 }
 
-template <typename T>
-void pack_b(ConstMatrixView<T> b, T* packed, PackRowsKernel<T> pack_rows) {
-  constexpr int NR = static_cast<int>(BlockSizes<T>::nr);
+template <typename S>
+void pack_b(ConstMatrixView<S> b, Acc<S>* packed, PackRowsKernel<S> pack_rows,
+            PackStepsKernel<S> pack_steps) {
+  constexpr int NR = static_cast<int>(BlockSizes<Acc<S>>::nr);
   for (int64_t j = 0; j < b.cols; j += NR) {
     const int64_t cols = std::min<int64_t>(NR, b.cols - j);
-    pack_panel<T, NR>(b.data + j * b.col_stride, cols, b.rows, b.col_stride, b.row_stride,
-                      packed + j * b.rows, pack_rows);
+    pack_panel<S, NR>(b.data + j * b.col_stride, cols, b.rows, b.col_stride, b.row_stride,
+                      packed + j * b.rows, pack_rows, pack_steps);
   }
 }
 
@@ -85,10 +100,15 @@ int64_t packed_b_size(int64_t kc, int64_t nc) {
   return round_up(nc, BlockSizes<T>::nr) * kc;
 }
 
-template void pack_a<float>(ConstMatrixView<float>, float*, float*, PackRowsKernel<float>);
-template void pack_a<double>(ConstMatrixView<double>, double*, double*, PackRowsKernel<double>);
-template void pack_b<float>(ConstMatrixView<float>, float*, PackRowsKernel<float>);
-template void pack_b<double>(ConstMatrixView<double>, double*, PackRowsKernel<double>);
+#define EML_INSTANTIATE_PACKING(S)                                                      \
+  template void pack_a<S>(ConstMatrixView<S>, Acc<S>*, Acc<S>*, PackRowsKernel<S>,      \
+                          PackStepsKernel<S>);                                         \
+  template void pack_b<S>(ConstMatrixView<S>, Acc<S>*, PackRowsKernel<S>, PackStepsKernel<S>);
+EML_INSTANTIATE_PACKING(float)
+EML_INSTANTIATE_PACKING(double)
+EML_INSTANTIATE_PACKING(bfloat16_t)
+EML_INSTANTIATE_PACKING(float16_t)
+#undef EML_INSTANTIATE_PACKING
 template int64_t packed_a_size<float>(int64_t, int64_t);
 template int64_t packed_a_size<double>(int64_t, int64_t);
 template int64_t packed_b_size<float>(int64_t, int64_t);

@@ -13,13 +13,16 @@ namespace eml::gemm::blocked {
 // a: an mc x kc block of A. Writes ceil(mc/MR) panels of kc x MR values (panel i
 // holds rows i*MR.., step p at [p*MR, p*MR + MR)). If row_sums is set, adds each
 // row's sum over the block to row_sums[0:mc]. pack_rows (nullable) packs full
-// panels whose rows are contiguous along k.
-template <typename T>
-void pack_a(ConstMatrixView<T> a, T* packed, T* row_sums, PackRowsKernel<T> pack_rows);
+// panels whose rows are contiguous along k, pack_steps (nullable) full panels whose
+// steps are contiguous. 16-bit elements are widened to float (Acc<S>) on the way.
+template <typename S>
+void pack_a(ConstMatrixView<S> a, Acc<S>* packed, Acc<S>* row_sums, PackRowsKernel<S> pack_rows,
+            PackStepsKernel<S> pack_steps);
 
 // b: a kc x nc block of B. Writes ceil(nc/NR) panels of kc x NR values.
-template <typename T>
-void pack_b(ConstMatrixView<T> b, T* packed, PackRowsKernel<T> pack_rows);
+template <typename S>
+void pack_b(ConstMatrixView<S> b, Acc<S>* packed, PackRowsKernel<S> pack_rows,
+            PackStepsKernel<S> pack_steps);
 
 // Elements the packed buffers need for an mc x kc block of A / a kc x nc block of B.
 template <typename T>

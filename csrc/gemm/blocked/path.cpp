@@ -56,5 +56,9 @@ template Path choose_path<float>(ConstMatrixView<float>, ConstMatrixView<float>,
                                  int64_t, int64_t);
 template Path choose_path<double>(ConstMatrixView<double>, ConstMatrixView<double>, int64_t,
                                   int64_t, int64_t);
+template Path choose_path<bfloat16_t>(ConstMatrixView<bfloat16_t>, ConstMatrixView<bfloat16_t>,
+                                      int64_t, int64_t, int64_t);
+template Path choose_path<float16_t>(ConstMatrixView<float16_t>, ConstMatrixView<float16_t>,
+                                     int64_t, int64_t, int64_t);
 
 }  // namespace eml::gemm::blocked

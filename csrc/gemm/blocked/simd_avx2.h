@@ -12,9 +12,14 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
-#define EML_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define EML_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#include "../half.h"
+
+// f16c: the float16 loads below; the avx2 kernels for float16 run only where
+// cpu_has_f16c() (kernels.cpp), and no other kernel emits F16C instructions.
+#define EML_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define EML_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
 namespace eml::gemm::blocked::avx2 {
 
@@ -76,6 +81,70 @@ struct Vec<double> {
     const V low = _mm256_permute2f128_pd(t0, t1, 0x20);
     const V high = _mm256_permute2f128_pd(t0, t1, 0x31);
     _mm256_storeu_pd(out, _mm256_add_pd(low, high));
+  }
+};
+
+// Loads of operand elements S into vectors of their accumulator type Acc<S>: the
+// identity for float and double, a widening for the 16-bit types (8 lanes of float).
+// Mask: which lanes a partial load reads (from mask(count), 0 <= count <= lanes).
+template <typename S>
+struct Load : Vec<S> {};
+
+// Widens 8 bfloat16 (one xmm) to 8 floats: bfloat16 is the upper half of a float.
+EML_AVX2_INLINE __m256 widen_bf16(__m128i halves) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
+}
+
+// Partial loads of 16-bit elements: AVX2 has no 16-bit masked load, so the first
+// `count` elements are copied into a zeroed 8-element buffer.
+template <typename S>
+EML_AVX2_INLINE __m128i load_first_halves(const S* p, int count) {
+  alignas(16) uint16_t buffer[8] = {};
+  if (count > 0) std::memcpy(buffer, p, sizeof(S) * static_cast<size_t>(count));
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(buffer));
+}
+
+template <>
+struct Load<bfloat16_t> {
+  using V = __m256;
+  using Mask = int;
+  static constexpr int lanes = 8;
+  static EML_AVX2_INLINE V loadu(const bfloat16_t* p) {
+    return widen_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static EML_AVX2_INLINE V broadcast(const bfloat16_t* p) {
+    return _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(uint32_t{p->bits} << 16)));
+  }
+  static EML_AVX2_INLINE Mask mask(int count) { return count; }
+  static EML_AVX2_INLINE V maskload(const bfloat16_t* p, Mask count) {
+    return widen_bf16(load_first_halves(p, count));
+  }
+  // 16 values, widened half at a time without a shuffle: each 32-bit word holds two
+  // bfloat16, the even-indexed in its low half (shifted up: a float) and the odd-indexed in
+  // its high half (masked: a float). Only for sums over all lanes, where the order does not
+  // matter as long as both operands share it (the dot tiles).
+  template <bool EVEN>
+  static EML_AVX2_INLINE V load_interleaved(const bfloat16_t* p) {
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_castsi256_ps(EVEN ? _mm256_slli_epi32(words, 16)
+                                    : _mm256_and_si256(words, _mm256_set1_epi32(-65536)));
+  }
+};
+
+template <>
+struct Load<float16_t> {
+  using V = __m256;
+  using Mask = int;
+  static constexpr int lanes = 8;
+  static EML_AVX2_INLINE V loadu(const float16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static EML_AVX2_INLINE V broadcast(const float16_t* p) {
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(p->bits)));
+  }
+  static EML_AVX2_INLINE Mask mask(int count) { return count; }
+  static EML_AVX2_INLINE V maskload(const float16_t* p, Mask count) {
+    return _mm256_cvtph_ps(load_first_halves(p, count));
   }
 };
 

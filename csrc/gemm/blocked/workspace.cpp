@@ -41,6 +41,10 @@ T* packed_b_buffer(std::size_t elements) {
   return static_cast<T*>(thread_buffer<T, 1>().reserve(elements * sizeof(T)));
 }
 
+float* accumulator_buffer(std::size_t elements) {
+  return static_cast<float*>(thread_buffer<float, 2>().reserve(elements * sizeof(float)));
+}
+
 template float* packed_a_buffer<float>(std::size_t);
 template double* packed_a_buffer<double>(std::size_t);
 template float* packed_b_buffer<float>(std::size_t);

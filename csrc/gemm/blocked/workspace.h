@@ -29,5 +29,8 @@ template <typename T>
 T* packed_a_buffer(std::size_t elements);
 template <typename T>
 T* packed_b_buffer(std::size_t elements);
+// The calling thread's float buffer for the float results of 16-bit GEMMs, before
+// they are rounded (its size is bounded by the caller, blocked_gemm.cpp).
+float* accumulator_buffer(std::size_t elements);
 
 }  // namespace eml::gemm::blocked

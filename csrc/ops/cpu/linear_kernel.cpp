@@ -1,11 +1,13 @@
 // CPU kernels of eml::linear_forward and eml::linear_backward: translate tensors
 // into strided matrix views and run the selected GEMM backend on them.
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "gemm/blocked_gemm.h"
 #include "gemm/gemm.h"
@@ -23,25 +25,59 @@ using composite::as_matrix;
 
 constexpr int64_t kTppMinRowsAndCols = 4;
 
-// Our GEMMs cover float32 and float64; everything else goes through ATen.
+// Our GEMMs cover float32, float64, bfloat16 and float16 (the 16-bit types computed in
+// float32, rounded once); everything else goes through ATen.
 bool runs_on_own_gemm(Backend backend, at::ScalarType dtype) {
   return backend != Backend::aten &&
-         (dtype == at::ScalarType::Float || dtype == at::ScalarType::Double);
+         (dtype == at::ScalarType::Float || dtype == at::ScalarType::Double ||
+          dtype == at::ScalarType::BFloat16 || dtype == at::ScalarType::Half);
+}
+
+// The GEMM library's element type for a torch scalar type: the same bits and layout
+// (c10::BFloat16 / c10::Half hold one uint16_t), so pointers are reinterpreted.
+template <typename scalar_t>
+struct GemmElement {
+  using type = scalar_t;
+};
+template <>
+struct GemmElement<at::BFloat16> {
+  using type = gemm::bfloat16_t;
+};
+template <>
+struct GemmElement<at::Half> {
+  using type = gemm::float16_t;
+};
+template <typename scalar_t>
+using gemm_t = typename GemmElement<scalar_t>::type;
+
+static_assert(sizeof(at::BFloat16) == sizeof(gemm::bfloat16_t) &&
+              alignof(at::BFloat16) == alignof(gemm::bfloat16_t));
+static_assert(sizeof(at::Half) == sizeof(gemm::float16_t) &&
+              alignof(at::Half) == alignof(gemm::float16_t));
+
+template <typename scalar_t>
+const gemm_t<scalar_t>* gemm_data(const at::Tensor& tensor) {
+  return reinterpret_cast<const gemm_t<scalar_t>*>(tensor.const_data_ptr<scalar_t>());
+}
+
+template <typename scalar_t>
+gemm_t<scalar_t>* gemm_mutable_data(at::Tensor& tensor) {
+  return reinterpret_cast<gemm_t<scalar_t>*>(tensor.mutable_data_ptr<scalar_t>());
 }
 
 // A 2-D tensor as a read-only view; its strides are taken as they are, never assumed.
-template <typename T>
-gemm::ConstMatrixView<T> matrix_view(const at::Tensor& matrix) {
+template <typename scalar_t>
+gemm::ConstMatrixView<gemm_t<scalar_t>> matrix_view(const at::Tensor& matrix) {
   TORCH_INTERNAL_ASSERT(matrix.dim() == 2);
-  return {matrix.const_data_ptr<T>(), matrix.size(0), matrix.size(1), matrix.stride(0),
+  return {gemm_data<scalar_t>(matrix), matrix.size(0), matrix.size(1), matrix.stride(0),
           matrix.stride(1)};
 }
 
 // A freshly allocated, contiguous 2-D result.
-template <typename T>
-gemm::OutputMatrix<T> output_matrix(at::Tensor& matrix) {
+template <typename scalar_t>
+gemm::OutputMatrix<gemm_t<scalar_t>> output_matrix(at::Tensor& matrix) {
   TORCH_INTERNAL_ASSERT(matrix.dim() == 2 && matrix.is_contiguous());
-  return {matrix.mutable_data_ptr<T>(), matrix.size(0), matrix.size(1), matrix.size(1)};
+  return {gemm_mutable_data<scalar_t>(matrix), matrix.size(0), matrix.size(1), matrix.size(1)};
 }
 
 // torch's intra-op thread pool, so torch.set_num_threads applies to our GEMMs too.
@@ -65,13 +101,16 @@ void run_gemm(Backend backend, gemm::ConstMatrixView<T> a, gemm::ConstMatrixView
     case Backend::tpp:
 #ifdef EML_OPS_WITH_LIBXSMM
       // Matrix-vector shapes (fewer than 4 rows or columns of C) run near scalar speed in
-      // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them.
-      if (std::min(c.rows, c.cols) >= kTppMinRowsAndCols &&
-          gemm::tpp_gemm(a, b, c, epilogue, torch_threading())) {
-        return;
+      // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them. bfloat16 and
+      // float16 always take the blocked GEMM: LIBXSMM 1.17's bf16 kernels need AVX-512.
+      if constexpr (!gemm::is_half_v<T>) {
+        if (std::min(c.rows, c.cols) >= kTppMinRowsAndCols &&
+            gemm::tpp_gemm(a, b, c, epilogue, torch_threading())) {
+          return;
+        }
       }
 #endif
-      [[fallthrough]];  // no JIT kernel for this shape: our blocked GEMM instead
+      [[fallthrough]];  // no JIT kernel for this shape or type: our blocked GEMM instead
     case Backend::blocked:
     case Backend::aten:
       gemm::blocked_gemm(a, b, c, epilogue, torch_threading());
@@ -90,13 +129,14 @@ at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
   const bool has_bias = bias.has_value() && bias->defined();
   const at::Tensor bias_contiguous = has_bias ? bias->contiguous() : at::Tensor();
   at::Tensor output = at::empty({input_2d.size(0), weight.size(0)}, input.options());
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "eml::linear_forward", [&] {
-    gemm::Epilogue<scalar_t> epilogue;
-    epilogue.bias = has_bias ? bias_contiguous.const_data_ptr<scalar_t>() : nullptr;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, input.scalar_type(),
+                                  "eml::linear_forward", [&] {
+    gemm::Epilogue<gemm_t<scalar_t>> epilogue;
+    epilogue.bias = has_bias ? gemm_data<scalar_t>(bias_contiguous) : nullptr;
     // Y = X · W^T: W^T is W's memory with its strides swapped, no copy.
-    run_gemm<scalar_t>(backend, matrix_view<scalar_t>(input_2d),
-                       matrix_view<scalar_t>(weight).transposed(),
-                       output_matrix<scalar_t>(output), epilogue);
+    run_gemm<gemm_t<scalar_t>>(backend, matrix_view<scalar_t>(input_2d),
+                               matrix_view<scalar_t>(weight).transposed(),
+                               output_matrix<scalar_t>(output), epilogue);
   });
   return output.view(detail::linear_output_shape(input, weight));
 }
@@ -117,19 +157,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
   if (wants_grad_weight) grad_weight = at::empty(weight.sizes(), weight.options());
   if (wants_grad_bias) grad_bias = at::empty({weight.size(0)}, weight.options());
 
-  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "eml::linear_backward", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, input.scalar_type(),
+                                  "eml::linear_backward", [&] {
+    using element_t = gemm_t<scalar_t>;
     if (wants_grad_input) {  // dL/dX = dL/dY · W
-      run_gemm<scalar_t>(backend, matrix_view<scalar_t>(grad_2d), matrix_view<scalar_t>(weight),
-                         output_matrix<scalar_t>(grad_input), {});
+      run_gemm<element_t>(backend, matrix_view<scalar_t>(grad_2d), matrix_view<scalar_t>(weight),
+                          output_matrix<scalar_t>(grad_input), {});
     }
     if (wants_grad_weight) {  // dL/dW = (dL/dY)^T · X, and dL/db = row sums of (dL/dY)^T
-      gemm::Epilogue<scalar_t> epilogue;
-      epilogue.a_row_sums = wants_grad_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr;
-      run_gemm<scalar_t>(backend, matrix_view<scalar_t>(grad_2d).transposed(),
-                         matrix_view<scalar_t>(input_2d), output_matrix<scalar_t>(grad_weight),
-                         epilogue);
+      gemm::Epilogue<element_t> epilogue;
+      epilogue.a_row_sums = wants_grad_bias ? gemm_mutable_data<scalar_t>(grad_bias) : nullptr;
+      run_gemm<element_t>(backend, matrix_view<scalar_t>(grad_2d).transposed(),
+                          matrix_view<scalar_t>(input_2d), output_matrix<scalar_t>(grad_weight),
+                          epilogue);
     } else if (wants_grad_bias) {
-      grad_bias.copy_(grad_2d.sum(0));
+      // Summed in float32 (the 16-bit types too), rounded once.
+      grad_bias.copy_(grad_2d.sum({0}, /*keepdim=*/false, at::toOpMathType(grad_2d.scalar_type())));
     }
   });
   if (wants_grad_input) grad_input = grad_input.view(input.sizes());

@@ -1,0 +1,155 @@
+"""The implementations timed against each other, on shared inputs.
+
+F.linear / an nn.Linear training step (the baselines) and the same work through eml_ops on
+each backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import eml_ops
+
+from .suite import BASELINE, Shape
+
+
+# A candidate: ``run()`` does one call (the timed work), ``result()`` one call whose outputs
+# are compared with the baseline's.
+@dataclass
+class Candidate:
+    """One implementation to time: its name, the backend to select, and its work."""
+
+    name: str
+    backend: str | None
+    run: Callable[[], object]
+    result: Callable[[], list[torch.Tensor]]
+
+
+@contextlib.contextmanager
+def selected(backend: str | None) -> Iterator[None]:
+    """Select ``backend`` for a block (no change for the PyTorch baseline)."""
+    if backend is None:
+        yield
+    else:
+        with eml_ops.use_backend(backend):
+            yield
+
+
+def forward_candidates(
+    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
+) -> list[Candidate]:
+    """``F.linear(x, w, b)`` and ``eml_ops.linear(x, w, b)`` per backend, without grad."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape.m, shape.k, generator=gen, dtype=dtype)
+    w = torch.randn(shape.n, shape.k, generator=gen, dtype=dtype) / math.sqrt(shape.k)
+    b = torch.randn(shape.n, generator=gen, dtype=dtype)
+
+    def make(
+        fn: Callable[..., torch.Tensor],
+    ) -> tuple[Callable[[], torch.Tensor], Callable[[], list[torch.Tensor]]]:
+        def run() -> torch.Tensor:
+            with torch.no_grad():
+                return fn(x, w, b)
+
+        return run, lambda: [run()]
+
+    out = [Candidate(BASELINE["forward"], None, *make(F.linear))]
+    out += [Candidate(name, name, *make(eml_ops.linear)) for name in backends]
+    return out
+
+
+def _train_step(
+    module: nn.Module, x: torch.Tensor, grad: torch.Tensor, autocast: torch.dtype | None = None
+) -> tuple[Callable[[], torch.Tensor], Callable[[], list[torch.Tensor]]]:
+    """One training step on ``module``: zero grads (set to None), forward, backward.
+
+    ``autocast``: the forward runs under ``torch.autocast("cpu", dtype=autocast)``.
+    """
+    params = list(module.parameters())
+
+    def run() -> torch.Tensor:
+        x.grad = None
+        for p in params:
+            p.grad = None
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            y = module(x)
+        y.backward(grad)
+        return y
+
+    def result() -> list[torch.Tensor]:
+        y = run()
+        grads = [t.grad for t in (x, *params)]
+        return [y.detach()] + [g for g in grads if g is not None]
+
+    return run, result
+
+
+def train_candidates(
+    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
+) -> list[Candidate]:
+    """Build a training step through ``nn.Linear`` and through ``eml_ops.Layer`` per backend.
+
+    All layers start from the same weight and bias (copies); all steps use the same input
+    (``requires_grad=True``) and the same output gradient.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape.m, shape.k, generator=gen, dtype=dtype).requires_grad_(True)
+    grad = torch.randn(shape.m, shape.n, generator=gen, dtype=dtype)
+    baseline = nn.Linear(shape.k, shape.n, bias=True, dtype=dtype)
+    out = [Candidate(BASELINE["train"], None, *_train_step(baseline, x, grad))]
+    for name in backends:
+        layer = eml_ops.Layer(shape.k, shape.n, bias=True, dtype=dtype)
+        layer.load_state_dict(baseline.state_dict())
+        out.append(Candidate(name, name, *_train_step(layer, x, grad)))
+    return out
+
+
+def mlp_candidates(
+    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
+) -> list[Candidate]:
+    """Build a training step of a K -> N -> K -> N MLP (ReLUs), nn.Linear and eml_ops.
+
+    The eml_ops models are copies converted with ``eml_ops.replace_linear``, one per backend.
+    16-bit ``dtype``: float32 weights and input, the forward under autocast in ``dtype``
+    (mixed precision); otherwise everything in ``dtype``.
+    """
+    half = dtype in (torch.bfloat16, torch.float16)
+    param_dtype = torch.float32 if half else dtype
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape.m, shape.k, generator=gen, dtype=param_dtype).requires_grad_(True)
+    grad = torch.randn(shape.m, shape.n, generator=gen, dtype=dtype)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        baseline = nn.Sequential(
+            nn.Linear(shape.k, shape.n), nn.ReLU(), nn.Linear(shape.n, shape.k), nn.ReLU(),
+            nn.Linear(shape.k, shape.n),
+        ).to(param_dtype)  # fmt: skip
+    autocast = dtype if half else None
+    out = [Candidate(BASELINE["mlp"], None, *_train_step(baseline, x, grad, autocast))]
+    for name in backends:
+        model = eml_ops.replace_linear(copy.deepcopy(baseline))
+        out.append(Candidate(name, name, *_train_step(model, x, grad, autocast)))
+    return out
+
+
+def max_relative_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> float:
+    """Largest ``|got - want| / max(|want|)`` over matching tensors (inf if shapes differ)."""
+    if len(got) != len(want):
+        return math.inf
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        if g.shape != w.shape:
+            return math.inf
+        if w.numel() == 0:
+            continue
+        scale = max(float(w.abs().max()), torch.finfo(w.dtype).tiny)
+        worst = max(worst, float((g.double() - w.double()).abs().max()) / scale)
+    return worst

@@ -1,0 +1,178 @@
+"""Reports: the run's metadata, the tables (plain text and Markdown) and bench.md."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import math
+import os
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import eml_ops
+
+from .stats import float32_ratios
+from .suite import BASELINE, FLOP_FACTOR, Config, Row, dtype_name
+
+
+def cpu_model() -> str:
+    """Return the CPU model name from /proc/cpuinfo (or the platform's processor string)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def metadata(config: Config, peaks_1core: dict[str, float]) -> dict[str, Any]:
+    """Facts about the run: date, versions, CPU, ISA, peaks and the options.
+
+    ``peaks_1core``: single-core FMA peak (GFLOP/s) per dtype name; the first dtype's is also
+    ``fma_peak_gflops_1core``.
+    """
+    names = [dtype_name(dtype) for dtype in config.dtypes]
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch_version": torch.__version__,
+        "eml_ops_version": getattr(eml_ops, "__version__", "unknown"),
+        "python_version": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "isa": str(eml_ops._C.get_isa()),
+        "fma_peak_gflops_1core": peaks_1core[names[0]],
+        "fma_peak_gflops_1core_by_dtype": peaks_1core,
+        "dtype": ",".join(names),
+        "dtypes": names,
+        "modes": config.modes,
+        "backends": config.backends,
+        "threads": config.threads,
+        "shapes": [asdict(shape) for shape in config.shapes],
+        "repeats": config.repeats,
+        "min_time_s": config.min_time,
+        "baseline": BASELINE,
+        "flop_factor": FLOP_FACTOR,
+        "skipped": config.skipped,
+    }
+
+
+def python_threads_table(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the 2-Python-threads table."""
+    header = ["candidate", "1 thread calls/s", "2 threads calls/s", "2-thread scaling",
+              "speed-up (2 threads)"]
+    body = [
+        [r["candidate"], f"{r['calls_per_s_1_thread']:.1f}", f"{r['calls_per_s_2_threads']:.1f}",
+         f"{r['scaling']:.2f}x", f"{r['speedup_2_threads']:.2f}"]
+        for r in results
+    ]
+    return header, body
+
+
+def _cell(value: float, fmt: str) -> str:
+    """Format a number, or a dash for a missing one."""
+    return "-" if math.isnan(value) else format(value, fmt)
+
+
+def tables(rows: Sequence[Row], config: Config) -> list[tuple[str, list[str], list[list[str]]]]:
+    """One table per (mode, threads): title, header, rows (shape, dtype, GFLOP/s, speed-ups).
+
+    A shape's dtypes are rows next to each other. When the run has float32 and other dtypes,
+    each backend also gets its throughput relative to its own float32 throughput ("/ f32").
+    """
+    names = [dtype_name(dtype) for dtype in config.dtypes]
+    with_ratio = "float32" in names and len(names) > 1
+    ratios = float32_ratios(rows)
+    result = []
+    for mode in config.modes:
+        for threads in config.threads:
+            base = BASELINE[mode]
+            header = ["shape", "kind", "dtype", f"{base} GFLOP/s", f"{base} % peak"]
+            for name in config.backends:
+                header += [f"{name} GFLOP/s", f"{name} speed-up"]
+                header += [f"{name} / f32"] if with_ratio else []
+            body = []
+            for shape, dtype in ((shape, dtype) for shape in config.shapes for dtype in names):
+                found = {
+                    r.candidate: r
+                    for r in rows
+                    if r.mode == mode and r.threads == threads and r.shape == shape.label
+                    and r.dtype == dtype
+                }
+                if base not in found:
+                    continue
+                line = [
+                    shape.label,
+                    shape.kind,
+                    dtype,
+                    f"{found[base].gflops:.1f}",
+                    f"{100 * found[base].fraction_of_peak:.0f}",
+                ]
+                for name in config.backends:
+                    row = found.get(name)
+                    line += [
+                        _cell(row.gflops if row else math.nan, ".1f"),
+                        _cell(row.speedup if row else math.nan, ".2f"),
+                    ]
+                    if with_ratio:
+                        ratio = ratios.get((mode, shape.label, threads, dtype, name), math.nan)
+                        line.append(_cell(ratio, ".2f"))
+                body.append(line)
+            title = f"{mode}, {threads} thread{'s' if threads > 1 else ''}"
+            result.append((title, header, body))
+    return result
+
+
+def text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """Format a fixed-width plain-text table."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *body, strict=False)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in body]
+    return "\n".join(lines)
+
+
+def markdown_table(
+    header: Sequence[str], body: Sequence[Sequence[str]], text_columns: int = 2
+) -> str:
+    """Format a Markdown table: the first ``text_columns`` left-aligned, numbers right-aligned."""
+    lines = ["| " + " | ".join(header) + " |"]
+    aligns = [":---"] * text_columns + ["---:"] * (len(header) - text_columns)
+    lines.append("|" + "|".join(aligns) + "|")
+    lines += ["| " + " | ".join(line) + " |" for line in body]
+    return "\n".join(lines)
+
+
+def write_markdown(
+    path: Path, meta: dict[str, Any], rows: Sequence[Row], config: Config, lines: Sequence[str]
+) -> None:
+    """Write ``bench.md``: the setup, one table per (mode, threads) and the summary."""
+    parts = [
+        "# eml_ops benchmark",
+        "",
+        f"{meta['date']}; torch {meta['torch_version']}; {meta['cpu_model']} "
+        f"({meta['cpu_count']} cores, ISA {meta['isa']}); {meta['dtype']}; "
+        f"single-core FMA peak {meta['fma_peak_gflops_1core']:.1f} GFLOP/s "
+        "(float32's for the 16-bit dtypes, which our GEMM computes in float32).",
+        "",
+        f"Median of {config.repeats} interleaved samples of >= {1e3 * config.min_time:g} ms each. "
+        "Speed-up = PyTorch time / backend time, measured in the same run (> 1: faster than "
+        "PyTorch). Flops: forward 2MNK, train step 6MNK. Shapes are MxKxN (batch x in x out). "
+        "/ f32: a backend's throughput in that dtype over its own float32 throughput.",
+    ]
+    for title, header, body in tables(rows, config):
+        parts += ["", f"## {title}", "", markdown_table(header, body, text_columns=3)]
+    if config.skipped:
+        parts += ["", f"Skipped: {len(config.skipped)} runs ({config.skipped[0]['reason']})."]
+    if meta.get("python_threads"):
+        header, body = python_threads_table(meta["python_threads"])
+        parts += ["", "## 2 Python threads", "",
+                  f"forward {meta['python_threads'][0]['shape']} {meta['dtypes'][0]}, one "
+                  "intra-op thread "
+                  "(torch.set_num_threads(1)); calls/s of one Python thread and of two calling "
+                  "at once; speed-up over F.linear with two threads.", "",
+                  markdown_table(header, body)]
+    parts += ["", "## Summary", ""] + [f"- {line}" for line in lines]
+    path.write_text("\n".join(parts) + "\n")

@@ -1,0 +1,198 @@
+"""Timing: calibrated inner repeat counts and round-robin samples.
+
+One (mode, shape, threads, dtype) case becomes rows; and the two-Python-threads throughput.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .candidates import (
+    Candidate,
+    forward_candidates,
+    max_relative_error,
+    mlp_candidates,
+    selected,
+    train_candidates,
+)
+from .suite import FLOP_FACTOR, Config, Row, Shape, dtype_name, skip_reason
+
+
+def time_calls(fn: Callable[[], object], n: int) -> float:
+    """Seconds for ``n`` calls of ``fn`` (garbage collection paused, as in timeit)."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return time.perf_counter() - start
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def calibrate(fn: Callable[[], object], min_time: float) -> int:
+    """Warm ``fn`` up, then return the inner repeat count making a sample last >= min_time."""
+    time_calls(fn, 2)  # first calls: allocation, lazy initialisation, caches
+    n = 1
+    while True:
+        elapsed = time_calls(fn, n)
+        if elapsed >= min_time:
+            return n
+        # Aim 20% past the target, at least doubling, at most x100 per step.
+        growth = min_time * 1.2 / elapsed if elapsed > 0 else 100.0
+        n = max(n + 1, int(n * min(max(growth, 2.0), 100.0)))
+
+
+def measure(candidates: Sequence[Candidate], repeats: int, min_time: float) -> dict[str, Any]:
+    """Time the candidates round-robin; per candidate its inner count and per-call samples."""
+    inner: dict[str, int] = {}
+    for cand in candidates:
+        with selected(cand.backend):
+            inner[cand.name] = calibrate(cand.run, min_time)
+    samples: dict[str, list[float]] = {cand.name: [] for cand in candidates}
+    for _ in range(repeats):
+        for cand in candidates:
+            with selected(cand.backend):
+                n = inner[cand.name]
+                samples[cand.name].append(time_calls(cand.run, n) / n)
+    return {"inner": inner, "samples": samples}
+
+
+def bench_case(
+    mode: str, shape: Shape, threads: int, dtype: torch.dtype, config: Config,
+    peak_1core: float,
+) -> list[Row]:
+    """Measure all candidates on one (mode, shape, threads, dtype); rows with speed-ups.
+
+    ``peak_1core``: the single-core FMA peak the dtype's arithmetic runs at (GFLOP/s).
+    """
+    backends = []
+    for name in config.backends:
+        reason = skip_reason(name, shape)
+        if reason is None:
+            backends.append(name)
+        else:
+            config.skipped.append(
+                {
+                    "mode": mode,
+                    "shape": shape.label,
+                    "threads": threads,
+                    "dtype": dtype_name(dtype),
+                    "candidate": name,
+                    "reason": reason,
+                }
+            )
+    make = {"forward": forward_candidates, "train": train_candidates, "mlp": mlp_candidates}[mode]
+    candidates = make(shape, backends, dtype, config.seed)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        want = candidates[0].result()
+        errors = {}
+        for cand in candidates:
+            with selected(cand.backend):
+                errors[cand.name] = max_relative_error(cand.result(), want)
+        timing = measure(candidates, config.repeats, config.min_time)
+    finally:
+        torch.set_num_threads(previous_threads)
+    flops = FLOP_FACTOR[mode] * shape.mnk
+    medians = {name: statistics.median(s) for name, s in timing["samples"].items()}
+    base = medians[candidates[0].name]
+    rows = []
+    for cand in candidates:
+        median = medians[cand.name]
+        gflops = flops / median / 1e9
+        rows.append(
+            Row(
+                mode=mode,
+                shape=shape.label,
+                m=shape.m,
+                k=shape.k,
+                n=shape.n,
+                kind=shape.kind,
+                threads=threads,
+                candidate=cand.name,
+                inner=timing["inner"][cand.name],
+                median_s=median,
+                samples_s=timing["samples"][cand.name],
+                gflops=gflops,
+                speedup=base / median,
+                fraction_of_peak=gflops / (peak_1core * threads),
+                max_error=errors[cand.name],
+                dtype=dtype_name(dtype),
+            )
+        )
+    return rows
+
+
+def time_in_python_threads(
+    fn: Callable[[], object], backend: str | None, calls: int, n_threads: int
+) -> float:
+    """Wall seconds for ``n_threads`` Python threads, released together, to call ``fn``.
+
+    Each makes ``calls`` calls on ``backend``, which it selects itself (the choice is per thread).
+    """
+    barrier = threading.Barrier(n_threads + 1)
+
+    def worker() -> None:
+        with selected(backend):
+            barrier.wait()
+            for _ in range(calls):
+                fn()
+
+    threads = [threading.Thread(target=worker) for _ in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
+
+
+def bench_python_threads(shape: Shape, config: Config) -> list[dict[str, Any]]:
+    """Forward throughput (calls/s) of 1 and of 2 Python threads per candidate, interleaved.
+
+    With torch.set_num_threads(1), the two Python threads are all the parallelism there is.
+    In the run's first dtype.
+    """
+    backends = [name for name in config.backends if skip_reason(name, shape) is None]
+    candidates = forward_candidates(shape, backends, config.dtypes[0], config.seed)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        inner = {}
+        for cand in candidates:
+            with selected(cand.backend):
+                inner[cand.name] = calibrate(cand.run, config.min_time)
+        rates: dict[tuple[str, int], list[float]] = {}
+        for _ in range(config.repeats):
+            for cand, n_threads in itertools.product(candidates, (1, 2)):
+                n = inner[cand.name]
+                seconds = time_in_python_threads(cand.run, cand.backend, n, n_threads)
+                rates.setdefault((cand.name, n_threads), []).append(n * n_threads / seconds)
+    finally:
+        torch.set_num_threads(previous_threads)
+    median = {key: statistics.median(values) for key, values in rates.items()}
+    base = candidates[0].name
+    return [
+        {
+            "candidate": cand.name,
+            "shape": shape.label,
+            "calls_per_s_1_thread": median[(cand.name, 1)],
+            "calls_per_s_2_threads": median[(cand.name, 2)],
+            "scaling": median[(cand.name, 2)] / median[(cand.name, 1)],
+            "speedup_2_threads": median[(cand.name, 2)] / median[(base, 2)],
+        }
+        for cand in candidates
+    ]

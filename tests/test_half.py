@@ -1,0 +1,245 @@
+"""bfloat16 and float16 on our own GEMM: every result is the float32 product of the upcast
+inputs rounded once, to within one ulp of the 16-bit type (plus float32's own accumulation
+error), and no further from a float64 reference than F.linear's in the same dtype. Outputs
+and gradients, over hypothesis-drawn shapes (zero-size too), layouts (transposed, sliced,
+expanded), bias, our backends (aten is F.linear itself), ISAs and thread counts; NaN, Inf,
+overflow and autocast."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+import eml_ops
+from tests.conftest import OWN_BACKENDS
+from tests.test_properties import ISAS, LAYOUTS, make, running_on
+
+HALF_DTYPES = [torch.bfloat16, torch.float16]
+FLOAT32_EPS = torch.finfo(torch.float32).eps
+
+
+def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One unit in the last place of `dtype` at each of `values` (float64)."""
+    info = torch.finfo(dtype)
+    mantissa_bits = {torch.bfloat16: 7, torch.float16: 10}[dtype]
+    smallest_normal_exponent = int(torch.tensor(info.tiny).log2().item())
+    exponent = torch.frexp(values.abs())[1].double() - 1  # floor(log2 |v|) for v != 0
+    exponent = exponent.clamp(min=smallest_normal_exponent)
+    return torch.pow(2.0, exponent - mantissa_bits)
+
+
+def rounding_bound(reference: torch.Tensor, magnitude: torch.Tensor, reduction: int,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """How far a float32 sum of `reduction` terms, rounded once to `dtype`, may be from the
+    exact `reference`: float32's accumulation error plus one ulp of `dtype`."""
+    return (reduction + 4) * FLOAT32_EPS * magnitude + ulp(reference, dtype) + 1e-300
+
+
+def assert_rounded_once(actual: torch.Tensor, expected_from_f_linear: torch.Tensor,
+                        reference: torch.Tensor, magnitude: torch.Tensor, reduction: int
+                        ) -> None:
+    """`actual` (16-bit) is within the bound of the float64 `reference`, and its error is no
+    worse than F.linear's, except where it is within half an ulp (the best rounding there is).
+    """
+    dtype = actual.dtype
+    assert actual.shape == reference.shape
+    ours = (actual.double() - reference).abs()
+    theirs = (expected_from_f_linear.double() - reference).abs()
+    bound = rounding_bound(reference, magnitude, reduction, dtype)
+    assert bool((ours <= bound).all()), f"max error {(ours - bound).max()} over the bound"
+    best_possible = ulp(reference, dtype) / 2 + (reduction + 4) * FLOAT32_EPS * magnitude
+    assert bool((ours <= torch.maximum(theirs, best_possible)).all())
+
+
+@st.composite
+def half_problems(draw: st.DrawFn) -> dict:
+    batch = draw(st.lists(st.integers(0, 6), min_size=0, max_size=2))
+    if draw(st.booleans()) and batch:  # now and then a larger batch
+        batch[0] = draw(st.integers(7, 40))
+    return {
+        "batch": batch,
+        "in_features": draw(st.integers(0, 48)),
+        "out_features": draw(st.integers(0, 48)),
+        "input_layout": draw(st.sampled_from(LAYOUTS)),
+        "weight_layout": draw(st.sampled_from(LAYOUTS)),
+        "bias": draw(st.sampled_from([None, "contiguous", "sliced"])),
+        "dtype": draw(st.sampled_from(HALF_DTYPES)),
+        "backend": draw(st.sampled_from(OWN_BACKENDS)),
+        "isa": draw(st.sampled_from(ISAS)),
+        "threads": draw(st.sampled_from([1, 2])),
+        "seed": draw(st.integers(0, 2**31 - 1)),
+    }
+
+
+def build(problem: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    generator = torch.Generator().manual_seed(problem["seed"])
+    dtype = problem["dtype"]
+    x = make([*problem["batch"], problem["in_features"]], problem["input_layout"], dtype,
+             generator)
+    w = make([problem["out_features"], problem["in_features"]], problem["weight_layout"], dtype,
+             generator)
+    b = None
+    if problem["bias"] is not None:
+        b = make([problem["out_features"]], problem["bias"], dtype, generator)
+    return x, w, b
+
+
+def float64_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact product of the upcast inputs, and the sum of its terms' magnitudes."""
+    exact = F.linear(x.double(), w.double(), None if b is None else b.double())
+    magnitude = F.linear(x.double().abs(), w.double().abs(),
+                         None if b is None else b.double().abs())
+    return exact, magnitude
+
+
+@given(half_problems())
+def test_forward_is_the_float32_product_rounded_once(problem: dict) -> None:
+    x, w, b = build(problem)
+    with running_on(problem):
+        actual = eml_ops.linear(x, w, b)
+    assert actual.dtype == problem["dtype"]
+    reference, magnitude = float64_linear(x, w, b)
+    assert_rounded_once(actual, F.linear(x, w, b), reference, magnitude,
+                        problem["in_features"])
+
+
+@given(half_problems())
+def test_gradients_are_float32_sums_rounded_once(problem: dict) -> None:
+    x, w, b = build(problem)
+    dtype = problem["dtype"]
+    params = [t.detach().requires_grad_(True) for t in (x, w, b) if t is not None]
+    generator = torch.Generator().manual_seed(problem["seed"] + 1)
+    grad = (torch.rand([*problem["batch"], problem["out_features"]], generator=generator) * 2
+            - 1).to(dtype)
+    with running_on(problem):
+        actual = torch.autograd.grad(eml_ops.linear(*params), params, grad)
+    expected = torch.autograd.grad(F.linear(*params), params, grad)
+    rows = 1
+    for size in problem["batch"]:
+        rows *= size
+    g = grad.double().reshape(rows, problem["out_features"])
+    x2 = x.double().reshape(rows, problem["in_features"])
+    references = [
+        ((g @ w.double()).reshape(x.shape), (g.abs() @ w.double().abs()).reshape(x.shape),
+         problem["out_features"]),
+        (g.T @ x2, g.abs().T @ x2.abs(), rows),
+    ]
+    if b is not None:
+        references.append((g.sum(0), g.abs().sum(0), rows))
+    for ours, theirs, (reference, magnitude, reduction) in zip(actual, expected, references,
+                                                              strict=True):
+        assert ours.dtype == dtype
+        assert_rounded_once(ours, theirs, reference, magnitude, reduction)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("backend", OWN_BACKENDS)
+@pytest.mark.parametrize("isa", ISAS)
+def test_single_products_round_to_nearest_even_bit_for_bit(dtype: torch.dtype, backend: str,
+                                                           isa: str) -> None:
+    """With in_features = 1, x*w is exact in float32: the result must be exactly the float32
+    x*w + b rounded once, ties to even (values drawn near the 16-bit midpoints)."""
+    generator = torch.Generator().manual_seed(5)
+    x = (torch.randn(37, 1, generator=generator) * 3).to(dtype)
+    w = (torch.randn(70, 1, generator=generator) * 3).to(dtype)
+    b = torch.randn(70, generator=generator).to(dtype)
+    problem = {"backend": backend, "isa": isa, "threads": 1}
+    for bias in (None, b):
+        with running_on(problem):
+            actual = eml_ops.linear(x, w, bias)
+        float32 = x.float() * w.float().T
+        expected = (float32 if bias is None else float32 + bias.float()).to(dtype)
+        assert torch.equal(actual.view(torch.int16), expected.view(torch.int16))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("isa", ISAS)
+def test_nan_inf_and_overflow_as_float32_rounded(dtype: torch.dtype, isa: str) -> None:
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(9, 40, generator=generator).to(dtype)
+    w = torch.randn(30, 40, generator=generator).to(dtype)
+    b = torch.randn(30, generator=generator).to(dtype)
+    x[2, 5] = float("nan")
+    w[7, 3] = float("inf")
+    w[8, 3] = -float("inf")
+    if dtype == torch.float16:  # a row whose sums overflow float16 (not float32): Inf
+        x[4] = torch.finfo(dtype).max
+    with running_on({"backend": "blocked", "isa": isa, "threads": 1}):
+        actual = eml_ops.linear(x, w, b)
+    expected = F.linear(x.float(), w.float(), b.float()).to(dtype)
+    assert torch.equal(actual.isnan(), expected.isnan())
+    finite_or_inf = ~expected.isnan()
+    assert torch.equal(actual[finite_or_inf].isinf(), expected[finite_or_inf].isinf())
+    assert torch.equal(actual[expected.isinf()], expected[expected.isinf()])
+
+
+def random_half(*shape: int, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    return (torch.rand(*shape, generator=generator) * 2 - 1).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_outputs_beyond_the_float_buffer_are_computed_in_chunks(dtype: torch.dtype) -> None:
+    """Results beyond the GEMM's 8 MiB float buffer are computed in chunks of rows: the
+    forward (700 x 3100 outputs), and dL/dW (800 x 3000) with the bias gradient's row sums."""
+    generator = torch.Generator().manual_seed(4)
+    x = random_half(700, 3, dtype=dtype, generator=generator)
+    w = random_half(3100, 3, dtype=dtype, generator=generator)
+    b = random_half(3100, dtype=dtype, generator=generator)
+    with eml_ops.use_backend("blocked"):
+        output = eml_ops.linear(x, w, b)
+    reference, magnitude = float64_linear(x, w, b)
+    assert_rounded_once(output, F.linear(x, w, b), reference, magnitude, 3)
+
+    x = random_half(5, 3000, dtype=dtype, generator=generator)
+    w = random_half(800, 3000, dtype=dtype, generator=generator)
+    grad = random_half(5, 800, dtype=dtype, generator=generator)
+    with eml_ops.use_backend("blocked"):
+        _, grad_w, grad_b = torch.ops.eml.linear_backward(grad, x, w, [False, True, True])
+    g, x64 = grad.double(), x.double()
+    assert_rounded_once(grad_w, grad_w, g.T @ x64, g.abs().T @ x64.abs(), 5)
+    assert_rounded_once(grad_b, grad_b, g.sum(0), g.abs().sum(0), 5)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_autocast_casts_like_f_linear_then_runs_the_half_path(dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 32, generator=generator)
+    w = torch.randn(8, 32, generator=generator) / 32**0.5
+    b = torch.randn(8, generator=generator)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    with eml_ops.use_backend("blocked"):
+        with torch.autocast("cpu", dtype=dtype):
+            output = eml_ops.linear(*leaves)
+            expected_dtype = F.linear(x, w, b).dtype
+        direct = eml_ops.linear(*(t.to(dtype) for t in (x, w, b)))
+    assert output.dtype == expected_dtype == dtype
+    # The cast inputs went through exactly the op that 16-bit inputs take.
+    assert torch.equal(output, direct)
+    output.float().sum().backward()
+    for leaf in leaves:
+        assert leaf.grad is not None and leaf.grad.dtype == torch.float32
+    g = torch.ones(16, 8, dtype=torch.float64)
+    torch.testing.assert_close(leaves[2].grad.double(), g.sum(0))
+    reference = g @ w.to(dtype).double()
+    bound = rounding_bound(reference, g @ w.to(dtype).double().abs(), 8, dtype)
+    assert bool(((leaves[0].grad.double() - reference).abs() <= bound).all())
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("backend", OWN_BACKENDS)
+def test_opcheck_half(dtype: torch.dtype, backend: str) -> None:
+    """Schemas, fake tensors, autograd registration and AOT dispatch with 16-bit inputs."""
+    generator = torch.Generator().manual_seed(6)
+    x, w, b, grad = (random_half(*shape, dtype=dtype, generator=generator)
+                     for shape in ((3, 5, 7), (4, 7), (4,), (3, 5, 4)))
+    with eml_ops.use_backend(backend):
+        torch.library.opcheck(torch.ops.eml.linear.default,
+                              (x.requires_grad_(), w.requires_grad_(), b.requires_grad_()))
+        torch.library.opcheck(torch.ops.eml.linear_forward.default,
+                              (x.detach(), w.detach(), b.detach()))
+        torch.library.opcheck(torch.ops.eml.linear_backward.default,
+                              (grad, x.detach(), w.detach(), [True, True, True]))
