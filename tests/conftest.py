@@ -19,6 +19,10 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
+# In-process tests check our own bfloat16 kernels also on CPUs where bfloat16 goes to ATen
+# by default (bfloat16 dot products); tests/test_half.py checks that default itself.
+eml_ops._C.set_bf16_on_own_gemm(True)
+
 BACKENDS = eml_ops.available_backends()
 # Backends that run our own GEMMs (all but aten).
 OWN_BACKENDS = [name for name in BACKENDS if name != "aten"]

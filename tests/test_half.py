@@ -7,6 +7,10 @@ overflow and autocast."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -243,3 +247,49 @@ def test_opcheck_half(dtype: torch.dtype, backend: str) -> None:
                               (x.detach(), w.detach(), b.detach()))
         torch.library.opcheck(torch.ops.eml.linear_backward.default,
                               (grad, x.detach(), w.detach(), [True, True, True]))
+
+
+BF16_POLICY = """
+import eml_ops
+print(eml_ops._C.cpu_has_native_bf16(), eml_ops._C.get_bf16_on_own_gemm())
+"""
+
+
+@pytest.mark.parametrize("setting", [None, "own", "aten"])
+def test_bf16_goes_to_aten_by_default_only_where_the_cpu_has_bf16_dot_products(
+        setting: str | None) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "EML_OPS_BF16"}
+    if setting is not None:
+        env["EML_OPS_BF16"] = setting
+    run = subprocess.run([sys.executable, "-c", BF16_POLICY], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    native, own = (word == "True" for word in run.stdout.split())
+    assert own == {None: not native, "own": True, "aten": False}[setting]
+
+
+# Not `reference`: its plain float loops happen to round like oneDNN on these inputs, so it
+# could not show which one ran (the routing is the same function for every backend).
+@pytest.mark.parametrize("backend", [name for name in OWN_BACKENDS if name != "reference"])
+def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
+    # Large enough that our float sums, in another order than oneDNN's, round differently
+    # somewhere (checked below): so equality really means ATen ran.
+    torch.manual_seed(0)
+    x = torch.randn(2, 64, 1024, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(128, 1024, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(128, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(2, 64, 128, dtype=torch.bfloat16)
+    with eml_ops.use_backend(backend):
+        assert not torch.equal(eml_ops.linear(x, w, b), F.linear(x, w, b))  # ours: not ATen's
+    expected = F.linear(x, w, b)
+    expected_grads = torch.autograd.grad(expected, (x, w, b), grad)
+    eml_ops._C.set_bf16_on_own_gemm(False)
+    try:
+        with eml_ops.use_backend(backend):
+            actual = eml_ops.linear(x, w, b)
+            actual_grads = torch.autograd.grad(actual, (x, w, b), grad)
+    finally:
+        eml_ops._C.set_bf16_on_own_gemm(True)
+    assert torch.equal(actual, expected)
+    for a, e in zip(actual_grads, expected_grads, strict=True):
+        assert torch.equal(a, e)

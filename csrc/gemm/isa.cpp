@@ -68,10 +68,28 @@ bool cpu_has_f16c_and_avx() {
   return (read_xcr0() & kXmmYmmState) == kXmmYmmState;
 }
 
+// AVX512_BF16 (CPUID.(7,1):EAX bit 5) or AMX-BF16 (CPUID.(7,0):EDX bit 22), with the OS
+// saving the AVX-512 state (XCR0 bits 1, 2, 5, 6, 7).
+bool cpu_has_bf16_dot_products() {
+  unsigned regs[4];
+  cpuid(0, 0, regs);
+  if (regs[0] < 7) return false;
+  cpuid(1, 0, regs);
+  if (!((regs[2] >> 27) & 1)) return false;  // OSXSAVE: xgetbv is usable
+  constexpr unsigned long long kAvx512State = 0xe6;
+  if ((read_xcr0() & kAvx512State) != kAvx512State) return false;
+  cpuid(7, 0, regs);
+  const bool amx_bf16 = (regs[3] >> 22) & 1;
+  cpuid(7, 1, regs);
+  const bool avx512_bf16 = (regs[0] >> 5) & 1;
+  return avx512_bf16 || amx_bf16;
+}
+
 #else
 
 bool cpu_has_avx2_fma() { return false; }
 bool cpu_has_f16c_and_avx() { return false; }
+bool cpu_has_bf16_dot_products() { return false; }
 
 #endif
 
@@ -98,6 +116,11 @@ Isa detected_isa() {
 bool cpu_has_f16c() {
   static const bool has_f16c = cpu_has_f16c_and_avx();
   return has_f16c;
+}
+
+bool cpu_has_native_bf16() {
+  static const bool has_native_bf16 = cpu_has_bf16_dot_products();
+  return has_native_bf16;
 }
 
 Isa active_isa() { return active_isa_slot().load(std::memory_order_relaxed); }

@@ -35,4 +35,9 @@ const char* isa_name(Isa isa);
 // it float16 operands are converted by scalar code.
 bool cpu_has_f16c();
 
+// Whether the CPU has bfloat16 dot-product instructions (AVX512_BF16 or AMX-BF16, with the
+// OS saving their state). ATen's oneDNN kernels use them and then run bfloat16 several times
+// faster than our float-accumulating AVX2 kernels can.
+bool cpu_has_native_bf16();
+
 }  // namespace eml::gemm

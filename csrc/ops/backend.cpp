@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
+#include <string_view>
+
+#include "gemm/isa.h"
 
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "gemm/tpp/tpp_gemm.h"
@@ -24,6 +27,18 @@ Backend initial_backend() {
     }
   }
   return default_backend();
+}
+
+bool initial_bf16_on_own_gemm() {
+  const char* requested = std::getenv("EML_OPS_BF16");
+  if (requested != nullptr && std::string_view(requested) == "own") return true;
+  if (requested != nullptr && std::string_view(requested) == "aten") return false;
+  return !gemm::cpu_has_native_bf16();
+}
+
+std::atomic<bool>& bf16_on_own_gemm_slot() {
+  static std::atomic<bool> own{initial_bf16_on_own_gemm()};
+  return own;
 }
 
 std::atomic<int>& selected_backend() {
@@ -125,6 +140,12 @@ Backend require_backend(std::string_view name) {
   }
   require_available(*parsed);
   return *parsed;
+}
+
+bool bf16_on_own_gemm() { return bf16_on_own_gemm_slot().load(std::memory_order_relaxed); }
+
+void set_bf16_on_own_gemm(bool own) {
+  bf16_on_own_gemm_slot().store(own, std::memory_order_relaxed);
 }
 
 }  // namespace eml

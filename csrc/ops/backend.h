@@ -63,4 +63,11 @@ class BackendGuard {
 // parse_backend plus the availability check; std::invalid_argument naming the choices.
 Backend require_backend(std::string_view name);
 
+// Whether our backends run bfloat16 (else bfloat16 goes to ATen, like integer dtypes).
+// Process-wide. Starts as EML_OPS_BF16 says ("own": ours, "aten": ATen's); by default ours
+// unless the CPU has bfloat16 dot products (AVX512_BF16, AMX), where ATen's oneDNN kernels
+// are several times faster than our float-accumulating AVX2 kernels.
+bool bf16_on_own_gemm();
+void set_bf16_on_own_gemm(bool own);
+
 }  // namespace eml

@@ -8,6 +8,7 @@
 
 #include "course/FunctionCpp.h"
 #include "eml_ops/eml_ops.h"
+#include "gemm/isa.h"
 #include "gemm/peak.h"
 #include "ops/backend.h"
 #include "ops/linear.h"
@@ -50,6 +51,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     eml::set_thread_backend(name ? std::optional(eml::require_backend(*name)) : std::nullopt);
   }, "Sets (a name) or clears (None) the calling thread's backend override.");
 
+  m.def("get_bf16_on_own_gemm", &eml::bf16_on_own_gemm,
+        "Whether our backends run bfloat16 (else ATen does; see EML_OPS_BF16).");
+  m.def("set_bf16_on_own_gemm", &eml::set_bf16_on_own_gemm, py::arg("own"),
+        "Run bfloat16 on our backends (True) or send it to ATen (False), process-wide.");
+  m.def("cpu_has_native_bf16", &eml::gemm::cpu_has_native_bf16,
+        "Whether the CPU has bfloat16 dot products (AVX512_BF16 or AMX-BF16).");
   m.def("detected_isa", &eml_ops::detected_isa);
   m.def("get_isa", &eml_ops::get_isa);
   m.def("set_isa", &eml_ops::set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");

@@ -26,11 +26,20 @@ using composite::as_matrix;
 constexpr int64_t kTppMinRowsAndCols = 4;
 
 // Our GEMMs cover float32, float64, bfloat16 and float16 (the 16-bit types computed in
-// float32, rounded once); everything else goes through ATen.
+// float32, rounded once); everything else goes through ATen, and so does bfloat16 where
+// ATen is faster (bf16_on_own_gemm: CPUs with bfloat16 dot products).
 bool runs_on_own_gemm(Backend backend, at::ScalarType dtype) {
-  return backend != Backend::aten &&
-         (dtype == at::ScalarType::Float || dtype == at::ScalarType::Double ||
-          dtype == at::ScalarType::BFloat16 || dtype == at::ScalarType::Half);
+  if (backend == Backend::aten) return false;
+  switch (dtype) {
+    case at::ScalarType::Float:
+    case at::ScalarType::Double:
+    case at::ScalarType::Half:
+      return true;
+    case at::ScalarType::BFloat16:
+      return bf16_on_own_gemm();
+    default:
+      return false;
+  }
 }
 
 // The GEMM library's element type for a torch scalar type: the same bits and layout
