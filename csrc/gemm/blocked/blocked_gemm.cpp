@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../isa.h"
+#include "../row_sums.h"
 #include "block_sizes.h"
 #include "direct_gemm.h"
 #include "kernels.h"
@@ -64,7 +65,7 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
       packed_gemm(kernels, a, b, c, bias, row_sums);
       return;
   }
-  if (row_sums != nullptr) compute_row_sums(a, row_sums);
+  if (row_sums != nullptr) sum_rows(a, row_sums);
 }
 
 // Float results of a 16-bit GEMM held at once per thread (8 MiB): C is computed in
@@ -115,10 +116,10 @@ template <typename S>
 void row_sums_of(const Kernels<S>& kernels, ConstMatrixView<S> a, S* row_sums) {
   if constexpr (is_half_v<S>) {
     std::vector<float> sums(static_cast<size_t>(a.rows));
-    compute_row_sums(a, sums.data());
+    sum_rows(a, sums.data());
     kernels.narrow(sums.data(), a.rows, row_sums);
   } else {
-    compute_row_sums(a, row_sums);
+    sum_rows(a, row_sums);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "tpp_internal.h"
+#include "../row_sums.h"
 
 namespace eml::gemm::tpp {
 namespace {
@@ -308,7 +309,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   if (!init()) return false;
   if (m == 0 || n == 0 || k == 0) {
     if (k == 0) fill_rows(c, 0, m, epilogue.bias);
-    if (epilogue.a_row_sums) row_sums(a, 0, m, epilogue.a_row_sums);
+    if (epilogue.a_row_sums) sum_rows(a, epilogue.a_row_sums);
     return true;
   }
 
@@ -369,7 +370,8 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
       } else {
         const int64_t r0 = (it - p_items - q_items) * kRowSumChunk;
         const int64_t r1 = std::min(m, r0 + kRowSumChunk);
-        row_sums(a, r0, r1, epilogue.a_row_sums + r0);
+        sum_rows(ConstMatrixView<T>{a.data + r0 * a.row_stride, r1 - r0, k, a.row_stride, a.col_stride},
+                 epilogue.a_row_sums + r0);
       }
     }
   });
