@@ -78,16 +78,22 @@ bool worth_packing(int conflict, int64_t reuse) {
 // Per-thread, grown-as-needed, 64-byte aligned scratch memory.
 class Scratch {
  public:
-  ~Scratch() { std::free(ptr_); }
+  ~Scratch() { release(); }
   void* get(size_t bytes) {
     if (bytes > bytes_) {
-      std::free(ptr_);
+      release();
       bytes_ = (bytes + 4095) / 4096 * 4096;
       ptr_ = std::aligned_alloc(64, bytes_);
       if (!ptr_) bytes_ = 0;
     }
     return ptr_;
   }
+  void release() {
+    std::free(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  size_t bytes() const { return bytes_; }
 
  private:
   void* ptr_ = nullptr;
@@ -96,6 +102,21 @@ class Scratch {
 
 thread_local Scratch t_pack_scratch;  // packed P and Q of the call made on this thread
 thread_local Scratch t_tile_scratch;  // one Z tile
+
+// Frees the calling thread's packing buffer at the end of a call when it is larger than
+// the options allow to keep (also when the call ends by an exception).
+class ScratchCap {
+ public:
+  explicit ScratchCap(size_t max_kept_bytes) : max_kept_bytes_(max_kept_bytes) {}
+  ~ScratchCap() {
+    if (t_pack_scratch.bytes() > max_kept_bytes_) t_pack_scratch.release();
+  }
+  ScratchCap(const ScratchCap&) = delete;
+  ScratchCap& operator=(const ScratchCap&) = delete;
+
+ private:
+  size_t max_kept_bytes_;
+};
 
 // Where the kernels find the M blocks of P: in place or packed ([K][bm], lda = bm).
 struct PAccess {
@@ -337,6 +358,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   const int64_t q_elems = pl.pack_q ? pl.n_blocks * pl.q_block_elems : 0;
   T* p_pack = nullptr;
   T* q_pack = nullptr;
+  const ScratchCap cap(opt.max_kept_scratch_bytes);
   if (p_elems + q_elems > 0) {
     const int64_t p_span = round_up(p_elems, 16);  // keeps Q 64-byte aligned
     T* pack = static_cast<T*>(t_pack_scratch.get(size_t(p_span + q_elems) * sizeof(T)));
@@ -424,6 +446,8 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   });
   return true;
 }
+
+size_t kept_scratch_bytes() { return t_pack_scratch.bytes(); }
 
 template bool gemm<float>(ConstMatrixView<float>, ConstMatrixView<float>, OutputMatrix<float>,
                           const Epilogue<float>&, const Threading&, const Options&);

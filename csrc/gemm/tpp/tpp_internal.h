@@ -48,8 +48,8 @@ struct KernelKey {
 template <typename T>
 using BrgemmKernel = void (*)(const T* p, const T* q, T* z, const unsigned long long* count, ...);
 
-// A cached kernel for the key, or nullptr when LIBXSMM cannot generate it.
-// Thread-safe; call outside hot loops.
+// A cached kernel for the key, or nullptr when LIBXSMM cannot generate it (a failed key
+// is dispatched again after a number of lookups). Thread-safe; hits take no lock.
 template <typename T>
 BrgemmKernel<T> get_kernel(const KernelKey& key);
 
@@ -101,7 +101,13 @@ struct Options {
   // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
   // thread only: a fork/join would cost more than it saves.
   double min_parallel_flops = 1 << 20;
+  // A calling thread's packing buffer is kept for the next call up to this size and
+  // freed after the call beyond it (a 32768 x 4096 operand would hold 512 MiB).
+  size_t max_kept_scratch_bytes = size_t{64} << 20;
 };
+
+// Bytes of packing buffer the calling thread holds between calls (for tests).
+size_t kept_scratch_bytes();
 
 template <typename T>
 bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
