@@ -23,7 +23,7 @@
 
 #include "gemm/blocked/kernels.h"
 #include "gemm/blocked/path.h"
-#include "gemm/blocked_gemm.h"
+#include "gemm/blocked/blocked_gemm.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
 #include "gemm/isa.h"

@@ -1,6 +1,6 @@
 // The entry point: argument checks, the degenerate shapes, the split of C among
 // threads, and per part the choice between the packed and packing-free paths.
-#include "../blocked_gemm.h"
+#include "blocked_gemm.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
-#include "tpp_internal.h"
+#include "../aligned_buffer.h"
+#include "../int_math.h"
 #include "../row_sums.h"
+#include "tpp_internal.h"
 
 namespace eml::gemm::tpp {
 namespace {
@@ -35,9 +36,6 @@ constexpr int64_t kVector = 32 / int64_t(sizeof(T));
 
 // Bytes of a P block one kernel call streams over (see Plan::chunk_blocks).
 constexpr int64_t kChunkBytes = 16 * 1024;
-
-int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
-int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
 
 // Relative speed of a kernel whose M block has `rows` rows (padded to whole vectors):
 // LIBXSMM keeps up to 4 AVX2 vectors of a column in registers and fewer run slower
@@ -75,33 +73,8 @@ bool worth_packing(int conflict, int64_t reuse) {
   return (conflict == 1 && reuse >= 32) || (conflict == 2 && reuse >= 8);
 }
 
-// Per-thread, grown-as-needed, 64-byte aligned scratch memory.
-class Scratch {
- public:
-  ~Scratch() { release(); }
-  void* get(size_t bytes) {
-    if (bytes > bytes_) {
-      release();
-      bytes_ = (bytes + 4095) / 4096 * 4096;
-      ptr_ = std::aligned_alloc(64, bytes_);
-      if (!ptr_) bytes_ = 0;
-    }
-    return ptr_;
-  }
-  void release() {
-    std::free(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-thread_local Scratch t_pack_scratch;  // packed P and Q of the call made on this thread
-thread_local Scratch t_tile_scratch;  // one Z tile
+thread_local AlignedBuffer t_pack_scratch;  // packed P and Q of the call made on this thread
+thread_local AlignedBuffer t_tile_scratch;  // one Z tile
 
 // Frees the calling thread's packing buffer at the end of a call when it is larger than
 // the options allow to keep (also when the call ends by an exception).
@@ -109,7 +82,7 @@ class ScratchCap {
  public:
   explicit ScratchCap(size_t max_kept_bytes) : max_kept_bytes_(max_kept_bytes) {}
   ~ScratchCap() {
-    if (t_pack_scratch.bytes() > max_kept_bytes_) t_pack_scratch.release();
+    if (t_pack_scratch.capacity() > max_kept_bytes_) t_pack_scratch.release();
   }
   ScratchCap(const ScratchCap&) = delete;
   ScratchCap& operator=(const ScratchCap&) = delete;
@@ -269,8 +242,9 @@ bool m_blocks_outer(const Plan<T>& pl) {
   return m_outer <= n_outer;
 }
 
+// The batch-reduce kernels one plan runs.
 template <typename T>
-struct Kernels {
+struct BrgemmKernels {
   // [last M block][last N block]
   BrgemmKernel<T> first[2][2] = {};  // the first K chunk, beta = 0
   BrgemmKernel<T> more[2][2] = {};   // later K chunks (or onto a bias), beta = 1
@@ -279,7 +253,7 @@ struct Kernels {
 
 // `need_more`: also the accumulating variant of the full-K-block kernels.
 template <typename T>
-bool dispatch_kernels(const Plan<T>& pl, bool need_more, Kernels<T>& ks) {
+bool dispatch_kernels(const Plan<T>& pl, bool need_more, BrgemmKernels<T>& ks) {
   const int64_t n_last = pl.N - (pl.n_blocks - 1) * pl.bn;
   for (int im = pl.m_blocks > 1 ? 0 : 1; im < 2; ++im) {
     for (int in = pl.n_blocks > 1 ? 0 : 1; in < 2; ++in) {
@@ -350,7 +324,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   // accumulate onto it (cheaper than a second pass over the block after them). Tile
   // blocks get the bias while being copied out.
   const bool prefill_bias = pl.z_is_ct && epilogue.bias != nullptr;
-  Kernels<T> ks;
+  BrgemmKernels<T> ks;
   if (!dispatch_kernels(pl, prefill_bias || pl.k_full > pl.chunk_blocks, ks)) return false;
 
   const int64_t p_elems = pl.pack_p ? pl.m_blocks * pl.p_block_elems
@@ -361,8 +335,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   const ScratchCap cap(opt.max_kept_scratch_bytes);
   if (p_elems + q_elems > 0) {
     const int64_t p_span = round_up(p_elems, 16);  // keeps Q 64-byte aligned
-    T* pack = static_cast<T*>(t_pack_scratch.get(size_t(p_span + q_elems) * sizeof(T)));
-    if (!pack) return false;
+    T* pack = static_cast<T*>(t_pack_scratch.reserve(size_t(p_span + q_elems) * sizeof(T)));
     p_pack = pack;
     q_pack = pack + p_span;
   }
@@ -407,8 +380,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   run_parallel(threading, parallel, 0, tiles, [&](int64_t begin, int64_t end) {
     T* tile = nullptr;
     if (pl.last_to_tile) {
-      tile = static_cast<T*>(t_tile_scratch.get(size_t(pl.bm * pl.bn) * sizeof(T)));
-      if (!tile) throw std::bad_alloc();
+      tile = static_cast<T*>(t_tile_scratch.reserve(size_t(pl.bm * pl.bn) * sizeof(T)));
     }
     for (int64_t t = begin; t < end; ++t) {
       const int64_t mb = m_outer ? t / pl.n_blocks : t % pl.m_blocks;
@@ -447,7 +419,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   return true;
 }
 
-size_t kept_scratch_bytes() { return t_pack_scratch.bytes(); }
+size_t kept_scratch_bytes() { return t_pack_scratch.capacity(); }
 
 template bool gemm<float>(ConstMatrixView<float>, ConstMatrixView<float>, OutputMatrix<float>,
                           const Epilogue<float>&, const Threading&, const Options&);
