@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../bias_fill.h"
 #include "../isa.h"
 #include "../row_sums.h"
 #include "block_sizes.h"
@@ -30,19 +31,6 @@ void check_shapes(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c)
   }
   if (c.rows > 1 && c.ld < c.cols) {
     throw std::invalid_argument("blocked_gemm: C's leading dimension is below its column count");
-  }
-}
-
-// k == 0: the product is empty, C is the bias (or zeros).
-template <typename T>
-void fill_with_bias(OutputMatrix<T> c, const T* bias) {
-  for (int64_t i = 0; i < c.rows; ++i) {
-    T* row = c.data + i * c.ld;
-    if (bias != nullptr) {
-      std::copy(bias, bias + c.cols, row);
-    } else {
-      std::fill(row, row + c.cols, T{});
-    }
   }
 }
 

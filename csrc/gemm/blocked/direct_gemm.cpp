@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "../bias_fill.h"
 #include "../row_sums.h"
 
 namespace eml::gemm::blocked {
@@ -91,14 +92,8 @@ void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   constexpr int64_t kStreamCols = 2048 / sizeof(T);
   for (int64_t j = 0; j < n; j += kStreamCols) {
     const int64_t cols = std::min(kStreamCols, n - j);
-    for (int64_t i = 0; i < m; ++i) {
-      T* c_row = c.data + i * c.ld + j;
-      if (bias != nullptr) {
-        std::copy(bias + j, bias + j + cols, c_row);
-      } else {
-        std::fill(c_row, c_row + cols, T(0));
-      }
-    }
+    fill_with_bias(OutputMatrix<T>{c.data + j, m, cols, c.ld},
+                   bias != nullptr ? bias + j : nullptr);
     for (int64_t i = 0; i < m; i += kStreamRows) {
       const int64_t rows = std::min<int64_t>(kStreamRows, m - i);
       const S* a_tile = a.data + i * a.row_stride;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../aligned_buffer.h"
+#include "../bias_fill.h"
 #include "../int_math.h"
 #include "../row_sums.h"
 #include "tpp_internal.h"
@@ -303,7 +304,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   if (b.rows != k || c.rows != m || c.cols != n || m < 0 || n < 0 || k < 0) return false;
   if (!init()) return false;
   if (m == 0 || n == 0 || k == 0) {
-    if (k == 0) fill_rows(c, 0, m, epilogue.bias);
+    if (k == 0) fill_with_bias(c, epilogue.bias);
     if (epilogue.a_row_sums) sum_rows(a, epilogue.a_row_sums);
     return true;
   }

@@ -71,10 +71,6 @@ void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t pad_ro
 template <typename T>
 void pack_q_block(ConstMatrixView<T> q, int64_t c0, int64_t cols, int64_t bn, int64_t bk, T* dst);
 
-// C rows [r0, r1) = bias (or 0).
-template <typename T>
-void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias);
-
 // C(i0 + col, j0 + r) = z[r + col*ldz] (+ bias[j0 + r]) for r < rows, col < cols.
 template <typename T>
 void store_columns(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,

@@ -115,17 +115,6 @@ void pack_q_block(ConstMatrixView<T> q, int64_t c0, int64_t cols, int64_t bn, in
 }
 
 template <typename T>
-void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias) {
-  for (int64_t i = r0; i < r1; ++i) {
-    T* row = c.data + i * c.ld;
-    if (bias)
-      std::memcpy(row, bias, size_t(c.cols) * sizeof(T));
-    else
-      std::fill(row, row + c.cols, T(0));
-  }
-}
-
-template <typename T>
 void store_columns(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
                    int64_t i0, int64_t j0, const T* bias) {
   for (int64_t col = 0; col < cols; ++col) {
@@ -152,7 +141,6 @@ void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, Outpu
   template void store_columns<T>(const T*, int64_t, int64_t, int64_t, OutputMatrix<T>,       \
                                  int64_t, int64_t, const T*);                                \
   template void pack_q_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, int64_t, T*); \
-  template void fill_rows<T>(OutputMatrix<T>, int64_t, int64_t, const T*);                   \
   template void store_transposed<T>(const T*, int64_t, int64_t, int64_t, OutputMatrix<T>,    \
                                     int64_t, int64_t, const T*);
 EML_TPP_INSTANTIATE(float)
