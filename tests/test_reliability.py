@@ -513,6 +513,25 @@ def test_backward_reduction_over_100000_rows(config: tuple, dtype: torch.dtype) 
     assert ((grad_b.double() - reference_b).abs() <= bound_b).all()
 
 
+@pytest.mark.parametrize("out_features", [1, 3])
+def test_backward_sums_over_2_pow_25_rows_are_exact(config: tuple, out_features: int) -> None:
+    # One float32 running sum of 2^25 ones stalls at 2^24; blocked sums reach 2^25 exactly,
+    # as nn.Linear's cascade does. dL/db is G's column sums; dL/dW = G^T X (X of ones)
+    # is a sum over the same 2^25 rows on our backends.
+    rows = 2**25
+    grad = torch.ones(rows, out_features)
+    x = torch.ones(rows, 1)
+    w = torch.ones(out_features, 1)
+    _, grad_w, grad_b = OPS.linear_backward(grad, x, w, [False, True, True])
+    layer = torch.nn.Linear(1, out_features)
+    layer(x).backward(grad)
+    exact = torch.full((out_features,), float(rows))
+    assert torch.equal(grad_b, exact), grad_b
+    assert torch.equal(grad_b, layer.bias.grad)
+    if config[0] != "aten":  # MKL's G^T X (nn.Linear's dL/dW too) stalls at 2^24 here
+        assert torch.equal(grad_w, exact[:, None]), grad_w
+
+
 def _weights(*shape: int, dtype: torch.dtype) -> torch.Tensor:
     """Fixed unit-scale multipliers for a loss (so gradients stay unit-scale)."""
     return torch.randn(shape, generator=torch.Generator().manual_seed(99), dtype=dtype)

@@ -12,6 +12,14 @@
 #define EML_GEMM_X86 0
 #endif
 
+#if EML_GEMM_X86
+// The target of every AVX2 function (kernels, peak probe), run only where active_isa()
+// is avx2. f16c: the float16 loads of simd_avx2.h; the avx2 kernels for float16 run only
+// where cpu_has_f16c() (kernels.cpp), and no other function emits F16C instructions.
+#define EML_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define EML_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#endif
+
 namespace eml::gemm {
 
 enum class Isa { generic, avx2 };

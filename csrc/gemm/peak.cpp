@@ -7,7 +7,6 @@
 
 #if EML_GEMM_X86
 #include <immintrin.h>
-#define EML_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 namespace eml::gemm {

@@ -1,7 +1,11 @@
 // The reference GEMM: the course's "own C++-only implementation" (seed 6.3),
 // three plain loops over strided views. Slow and obviously right; the other
 // backends are tested against float64 references, this one is their baseline.
+#include <algorithm>
+#include <vector>
+
 #include "gemm/gemm.h"
+#include "gemm/row_sums.h"
 
 namespace eml::gemm {
 
@@ -12,17 +16,22 @@ void reference_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> 
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      Acc sum = epilogue.bias ? widen(epilogue.bias[j]) : Acc(0);
-      for (int64_t p = 0; p < k; ++p) sum += widen(a(i, p)) * widen(b(p, j));
+      Acc sum = epilogue.bias ? widen(epilogue.bias[j]) : Acc(0);  // the first addend
+      // In blocks, as row_sums.h explains: a long k is no single running sum. The first
+      // block adds onto the bias, in order, as three plain loops would.
+      for (int64_t first = 0; first < k; first += kSumBlock) {
+        const int64_t last = std::min(k, first + kSumBlock);
+        Acc partial = first == 0 ? sum : Acc(0);
+        for (int64_t p = first; p < last; ++p) partial += widen(a(i, p)) * widen(b(p, j));
+        sum = first == 0 ? partial : sum + partial;
+      }
       c(i, j) = narrow<T>(sum);
     }
   }
   if (epilogue.a_row_sums) {
-    for (int64_t i = 0; i < a.rows; ++i) {
-      Acc sum = Acc(0);
-      for (int64_t p = 0; p < k; ++p) sum += widen(a(i, p));
-      epilogue.a_row_sums[i] = narrow<T>(sum);
-    }
+    std::vector<Acc> sums(static_cast<size_t>(a.rows));
+    sum_rows(a, sums.data());
+    for (int64_t i = 0; i < a.rows; ++i) epilogue.a_row_sums[i] = narrow<T>(sums[i]);
   }
 }
 

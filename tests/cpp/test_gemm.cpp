@@ -23,7 +23,7 @@
 
 #include "gemm/blocked/kernels.h"
 #include "gemm/blocked/path.h"
-#include "gemm/blocked_gemm.h"
+#include "gemm/blocked/blocked_gemm.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
 #include "gemm/isa.h"
@@ -571,6 +571,45 @@ void test_isa_switching() {
   set_active_isa(detected_isa());
 }
 
+// Sums over 2^25 steps of ones: one float running sum stalls at 2^24, the blocked sums
+// must reach 2^25 exactly (C and row sums; every path, both ISAs, and the reference).
+// Stride-0 operands keep the memory small.
+void check_long_reductions() {
+  constexpr int64_t k = int64_t{1} << 25, m = 2, n = 2;
+  const float ones[m > n ? m : n] = {1.0f, 1.0f};
+  const std::vector<float> k_ones(static_cast<size_t>(k), 1.0f);  // 128 MiB, shared by A and B
+  // A = G^T and B = X as in a weight gradient; and A, B contiguous along k (the dot path).
+  const ConstMatrixView<float> a_layouts[] = {{ones, m, k, 1, 0}, {k_ones.data(), m, k, 0, 1}};
+  const ConstMatrixView<float> b_layouts[] = {{ones, k, n, 0, 1}, {k_ones.data(), k, n, 1, 0}};
+  const float want = static_cast<float>(k);
+  auto check = [&](const float* c, const float* sums, const std::string& where) {
+    ++g_checks;
+    for (int64_t i = 0; i < m * n; ++i) {
+      if (c[i] != want) return fail("C = " + std::to_string(c[i]) + ", want 2^25", where);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (sums[i] != want) return fail("row sum = " + std::to_string(sums[i]) + ", want 2^25", where);
+    }
+  };
+  for (int layout = 0; layout < 2; ++layout) {
+    const std::string name = "long reduction, layout " + std::to_string(layout);
+    float c[m * n], sums[m];
+    reference_gemm<float>(a_layouts[layout], b_layouts[layout], {c, m, n, n}, {nullptr, sums});
+    check(c, sums, name + ", reference");
+    for (Isa isa : isas()) {
+      for (Path path : kPaths) {
+        set_active_isa(isa);
+        blocked::force_path(path);
+        blocked_gemm<float>(a_layouts[layout], b_layouts[layout], {c, m, n, n}, {nullptr, sums},
+                            Threading{});
+        check(c, sums, name + " isa=" + isa_name(isa) + " path=" + path_name(path));
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
 // ---------------------------------------------------------------- timing
 template <typename T>
 double best_seconds(const std::function<void()>& run, double budget_seconds) {
@@ -694,6 +733,7 @@ int main(int argc, char** argv) {
     check_problem<float16_t>({s[0], s[1], s[2], Layout::col_major, Layout::row_major, true, true},
                              best_and_generic, rng);
   }
+  check_long_reductions();
   std::printf("F16C: %s\n", cpu_has_f16c() ? "yes" : "no");
   if (g_failures != 0) {
     std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures,

@@ -358,6 +358,31 @@ int run_tests() {
       });
     for (auto& c : callers) c.join();
   }
+  // 6. The packing buffer a thread keeps between calls is bounded (cap lowered to 1 MiB):
+  // a call packing more frees it at its end, smaller calls keep and reuse theirs.
+  {
+    auto kept_after = [&rng](int64_t m, int64_t n, int64_t k) {
+      Case cs{};
+      cs.m = m;
+      cs.n = n;
+      cs.k = k;
+      cs.threads = 1;
+      cs.opt.force_pack_p = cs.opt.force_pack_q = true;
+      cs.opt.max_kept_scratch_bytes = size_t{1} << 20;
+      run_case<float>(cs, rng);
+      return tpp::kept_scratch_bytes();
+    };
+    const size_t first_large = kept_after(1024, 256, 512);  // 2.5 MiB packed
+    const size_t small = kept_after(64, 64, 64);             // 32 KiB packed
+    const size_t small_again = kept_after(48, 64, 64);
+    const size_t after_large = kept_after(1024, 256, 512);
+    if (first_large != 0 || small == 0 || small > (size_t{1} << 20) || small_again != small ||
+        after_large != 0) {
+      std::printf("FAIL: kept packing buffer %zu, %zu, %zu, then %zu bytes (large, small, "
+                  "smaller, large calls)\n", first_large, small, small_again, after_large);
+      ++g_failures;
+    }
+  }
   if (g_failures) {
     std::printf("test_tpp: %d of %d cases FAILED\n", g_failures.load(), g_cases.load());
     return 1;

@@ -1,12 +1,14 @@
 // The entry point: argument checks, the degenerate shapes, the split of C among
 // threads, and per part the choice between the packed and packing-free paths.
-#include "../blocked_gemm.h"
+#include "blocked_gemm.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
 
+#include "../bias_fill.h"
 #include "../isa.h"
+#include "../row_sums.h"
 #include "block_sizes.h"
 #include "direct_gemm.h"
 #include "kernels.h"
@@ -32,19 +34,6 @@ void check_shapes(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c)
   }
 }
 
-// k == 0: the product is empty, C is the bias (or zeros).
-template <typename T>
-void fill_with_bias(OutputMatrix<T> c, const T* bias) {
-  for (int64_t i = 0; i < c.rows; ++i) {
-    T* row = c.data + i * c.ld;
-    if (bias != nullptr) {
-      std::copy(bias, bias + c.cols, row);
-    } else {
-      std::fill(row, row + c.cols, T{});
-    }
-  }
-}
-
 // One thread's share: the whole product for a block of C, in the accumulator type.
 template <typename S>
 void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
@@ -64,7 +53,7 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
       packed_gemm(kernels, a, b, c, bias, row_sums);
       return;
   }
-  if (row_sums != nullptr) compute_row_sums(a, row_sums);
+  if (row_sums != nullptr) sum_rows(a, row_sums);
 }
 
 // Float results of a 16-bit GEMM held at once per thread (8 MiB): C is computed in
@@ -115,10 +104,10 @@ template <typename S>
 void row_sums_of(const Kernels<S>& kernels, ConstMatrixView<S> a, S* row_sums) {
   if constexpr (is_half_v<S>) {
     std::vector<float> sums(static_cast<size_t>(a.rows));
-    compute_row_sums(a, sums.data());
+    sum_rows(a, sums.data());
     kernels.narrow(sums.data(), a.rows, row_sums);
   } else {
-    compute_row_sums(a, row_sums);
+    sum_rows(a, row_sums);
   }
 }
 

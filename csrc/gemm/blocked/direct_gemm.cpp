@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "../bias_fill.h"
+#include "../row_sums.h"
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -89,39 +92,31 @@ void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   constexpr int64_t kStreamCols = 2048 / sizeof(T);
   for (int64_t j = 0; j < n; j += kStreamCols) {
     const int64_t cols = std::min(kStreamCols, n - j);
-    for (int64_t i = 0; i < m; ++i) {
-      T* c_row = c.data + i * c.ld + j;
-      if (bias != nullptr) {
-        std::copy(bias + j, bias + j + cols, c_row);
-      } else {
-        std::fill(c_row, c_row + cols, T(0));
-      }
-    }
+    fill_with_bias(OutputMatrix<T>{c.data + j, m, cols, c.ld},
+                   bias != nullptr ? bias + j : nullptr);
     for (int64_t i = 0; i < m; i += kStreamRows) {
       const int64_t rows = std::min<int64_t>(kStreamRows, m - i);
-      kernels.stream[rows - 1](k, a.data + i * a.row_stride, a.row_stride, a.col_stride,
-                               b.data + j, b.row_stride, c.data + i * c.ld + j, c.ld, cols);
+      const S* a_tile = a.data + i * a.row_stride;
+      T* c_tile = c.data + i * c.ld + j;
+      if (k <= kSumBlock) {
+        kernels.stream[rows - 1](k, a_tile, a.row_stride, a.col_stride, b.data + j, b.row_stride,
+                                 c_tile, c.ld, cols);
+        continue;
+      }
+      // A long k: each block of kSumBlock steps sums into a fresh partial tile, added to
+      // C after it, so C never is one running sum over all k (see row_sums.h).
+      alignas(64) T partial[kStreamRows * kStreamCols];
+      for (int64_t pc = 0; pc < k; pc += kSumBlock) {
+        std::fill(partial, partial + rows * kStreamCols, T(0));
+        kernels.stream[rows - 1](std::min(kSumBlock, k - pc), a_tile + pc * a.col_stride,
+                                 a.row_stride, a.col_stride, b.data + pc * b.row_stride + j,
+                                 b.row_stride, partial, kStreamCols, cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* partial_row = partial + r * kStreamCols;
+          for (int64_t col = 0; col < cols; ++col) c_tile[r * c.ld + col] += partial_row[col];
+        }
+      }
     }
-  }
-}
-
-template <typename S>
-void compute_row_sums(ConstMatrixView<S> a, Acc<S>* row_sums) {
-  using T = Acc<S>;
-  for (int64_t i = 0; i < a.rows; ++i) row_sums[i] = T(0);
-  // Sweep A in memory order when its rows are the strided dimension.
-  if (a.row_stride == 1 && a.col_stride != 1) {
-    for (int64_t p = 0; p < a.cols; ++p) {
-      const S* column = a.data + p * a.col_stride;
-      for (int64_t i = 0; i < a.rows; ++i) row_sums[i] += widen(column[i]);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < a.rows; ++i) {
-    const S* row = a.data + i * a.row_stride;
-    T sum = 0;
-    for (int64_t p = 0; p < a.cols; ++p) sum += widen(row[p * a.col_stride]);
-    row_sums[i] = sum;
   }
 }
 
@@ -131,8 +126,7 @@ void compute_row_sums(ConstMatrixView<S> a, Acc<S>* row_sums) {
   template void broadcast_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>, \
                                   OutputMatrix<Acc<S>>, const Acc<S>*);                      \
   template void stream_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \
-                               OutputMatrix<Acc<S>>, const Acc<S>*);                         \
-  template void compute_row_sums<S>(ConstMatrixView<S>, Acc<S>*);
+                               OutputMatrix<Acc<S>>, const Acc<S>*);
 EML_INSTANTIATE_DIRECT(float)
 EML_INSTANTIATE_DIRECT(double)
 EML_INSTANTIATE_DIRECT(bfloat16_t)

@@ -25,8 +25,4 @@ template <typename S>
 void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
-// row_sums[i] = sum_p A(i, p), for the paths that do not pack A.
-template <typename S>
-void compute_row_sums(ConstMatrixView<S> a, Acc<S>* row_sums);
-
 }  // namespace eml::gemm::blocked

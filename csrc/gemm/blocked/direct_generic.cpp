@@ -2,6 +2,7 @@
 // sums let the compiler vectorise without reassociating a reduction.
 #include <utility>
 
+#include "direct_tiles.h"
 #include "kernels.h"
 
 namespace eml::gemm::blocked {
@@ -76,33 +77,21 @@ void stream_tile(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stri
   }
 }
 
-template <typename T, int R, int... Cs>
-void set_dot_row(Kernels<T>& kernels, std::integer_sequence<int, Cs...>) {
-  ((kernels.dot[R - 1][Cs] = &dot_tile<T, R, Cs + 1>), ...);
-}
-
-template <typename T, int... Rs>
-void set_dot_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
-  (set_dot_row<T, Rs + 1>(kernels, std::make_integer_sequence<int, kDotCols>{}), ...);
-}
-
-template <typename T, int... Rs>
-void set_broadcast_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
-  ((kernels.broadcast[Rs] = &broadcast_tile<T, Rs + 1>), ...);
-}
-
-template <typename T, int... Rs>
-void set_stream_tiles(Kernels<T>& kernels, std::integer_sequence<int, Rs...>) {
-  ((kernels.stream[Rs] = &stream_tile<T, Rs + 1>), ...);
-}
+// This file's tiles, for set_direct_tiles (direct_tiles.h).
+struct GenericTiles {
+  template <typename S, int R, int C>
+  static DotTile<S> dot() { return &dot_tile<S, R, C>; }
+  template <typename S, int R>
+  static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R>; }
+  template <typename S, int R>
+  static StreamTile<S> stream() { return &stream_tile<S, R>; }
+};
 
 }  // namespace
 
 template <typename T>
 void set_generic_direct_tiles(Kernels<T>& kernels) {
-  set_dot_tiles<T>(kernels, std::make_integer_sequence<int, kDotRows>{});
-  set_broadcast_tiles<T>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
-  set_stream_tiles<T>(kernels, std::make_integer_sequence<int, kStreamRows>{});
+  set_direct_tiles<GenericTiles>(kernels);
 }
 
 template void set_generic_direct_tiles<float>(Kernels<float>&);

@@ -4,14 +4,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../int_math.h"
 #include "block_sizes.h"
 
 namespace eml::gemm::blocked {
 namespace {
-
-int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
 
 // One W-wide panel: panel[p*W + w] = source(w, p) for w < width, 0 beyond, where
 // source(w, p) = data[w*w_stride + p*p_stride], widened to Acc<S>. Fast paths for

@@ -16,11 +16,6 @@
 
 #include "../half.h"
 
-// f16c: the float16 loads below; the avx2 kernels for float16 run only where
-// cpu_has_f16c() (kernels.cpp), and no other kernel emits F16C instructions.
-#define EML_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define EML_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-
 namespace eml::gemm::blocked::avx2 {
 
 // Lane i of mask_table + (kLanes - count) is "on" for i < count: masks for edges.

@@ -1,12 +1,7 @@
 #include "workspace.h"
 
-#include <cstdlib>
-#include <new>
-
 namespace eml::gemm::blocked {
 namespace {
-
-constexpr std::size_t kAlignment = 64;  // a cache line; also fits 32-byte AVX loads
 
 // One buffer per (thread, purpose, type); lives until the thread exits.
 template <typename T, int kPurpose>
@@ -16,20 +11,6 @@ AlignedBuffer& thread_buffer() {
 }
 
 }  // namespace
-
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
-
-void* AlignedBuffer::reserve(std::size_t bytes) {
-  if (bytes <= capacity_) return data_;
-  std::free(data_);
-  data_ = nullptr;
-  capacity_ = 0;
-  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ = std::aligned_alloc(kAlignment, rounded);
-  if (data_ == nullptr) throw std::bad_alloc();
-  capacity_ = rounded;
-  return data_;
-}
 
 template <typename T>
 T* packed_a_buffer(std::size_t elements) {

@@ -6,23 +6,9 @@
 
 #include <cstddef>
 
+#include "../aligned_buffer.h"
+
 namespace eml::gemm::blocked {
-
-// A 64-byte aligned buffer that only grows.
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer();
-
-  // At least `bytes` of storage; contents are not preserved when it grows.
-  void* reserve(std::size_t bytes);
-
- private:
-  void* data_ = nullptr;
-  std::size_t capacity_ = 0;
-};
 
 // The calling thread's buffers for packed A and packed B of element type T.
 template <typename T>

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
+#include "../aligned_buffer.h"
+#include "../bias_fill.h"
+#include "../int_math.h"
+#include "../row_sums.h"
 #include "tpp_internal.h"
 
 namespace eml::gemm::tpp {
@@ -34,9 +37,6 @@ constexpr int64_t kVector = 32 / int64_t(sizeof(T));
 
 // Bytes of a P block one kernel call streams over (see Plan::chunk_blocks).
 constexpr int64_t kChunkBytes = 16 * 1024;
-
-int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
-int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
 
 // Relative speed of a kernel whose M block has `rows` rows (padded to whole vectors):
 // LIBXSMM keeps up to 4 AVX2 vectors of a column in registers and fewer run slower
@@ -74,27 +74,23 @@ bool worth_packing(int conflict, int64_t reuse) {
   return (conflict == 1 && reuse >= 32) || (conflict == 2 && reuse >= 8);
 }
 
-// Per-thread, grown-as-needed, 64-byte aligned scratch memory.
-class Scratch {
+thread_local AlignedBuffer t_pack_scratch;  // packed P and Q of the call made on this thread
+thread_local AlignedBuffer t_tile_scratch;  // one Z tile
+
+// Frees the calling thread's packing buffer at the end of a call when it is larger than
+// the options allow to keep (also when the call ends by an exception).
+class ScratchCap {
  public:
-  ~Scratch() { std::free(ptr_); }
-  void* get(size_t bytes) {
-    if (bytes > bytes_) {
-      std::free(ptr_);
-      bytes_ = (bytes + 4095) / 4096 * 4096;
-      ptr_ = std::aligned_alloc(64, bytes_);
-      if (!ptr_) bytes_ = 0;
-    }
-    return ptr_;
+  explicit ScratchCap(size_t max_kept_bytes) : max_kept_bytes_(max_kept_bytes) {}
+  ~ScratchCap() {
+    if (t_pack_scratch.capacity() > max_kept_bytes_) t_pack_scratch.release();
   }
+  ScratchCap(const ScratchCap&) = delete;
+  ScratchCap& operator=(const ScratchCap&) = delete;
 
  private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+  size_t max_kept_bytes_;
 };
-
-thread_local Scratch t_pack_scratch;  // packed P and Q of the call made on this thread
-thread_local Scratch t_tile_scratch;  // one Z tile
 
 // Where the kernels find the M blocks of P: in place or packed ([K][bm], lda = bm).
 struct PAccess {
@@ -247,8 +243,9 @@ bool m_blocks_outer(const Plan<T>& pl) {
   return m_outer <= n_outer;
 }
 
+// The batch-reduce kernels one plan runs.
 template <typename T>
-struct Kernels {
+struct BrgemmKernels {
   // [last M block][last N block]
   BrgemmKernel<T> first[2][2] = {};  // the first K chunk, beta = 0
   BrgemmKernel<T> more[2][2] = {};   // later K chunks (or onto a bias), beta = 1
@@ -257,7 +254,7 @@ struct Kernels {
 
 // `need_more`: also the accumulating variant of the full-K-block kernels.
 template <typename T>
-bool dispatch_kernels(const Plan<T>& pl, bool need_more, Kernels<T>& ks) {
+bool dispatch_kernels(const Plan<T>& pl, bool need_more, BrgemmKernels<T>& ks) {
   const int64_t n_last = pl.N - (pl.n_blocks - 1) * pl.bn;
   for (int im = pl.m_blocks > 1 ? 0 : 1; im < 2; ++im) {
     for (int in = pl.n_blocks > 1 ? 0 : 1; in < 2; ++in) {
@@ -307,8 +304,8 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   if (b.rows != k || c.rows != m || c.cols != n || m < 0 || n < 0 || k < 0) return false;
   if (!init()) return false;
   if (m == 0 || n == 0 || k == 0) {
-    if (k == 0) fill_rows(c, 0, m, epilogue.bias);
-    if (epilogue.a_row_sums) row_sums(a, 0, m, epilogue.a_row_sums);
+    if (k == 0) fill_with_bias(c, epilogue.bias);
+    if (epilogue.a_row_sums) sum_rows(a, epilogue.a_row_sums);
     return true;
   }
 
@@ -328,7 +325,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   // accumulate onto it (cheaper than a second pass over the block after them). Tile
   // blocks get the bias while being copied out.
   const bool prefill_bias = pl.z_is_ct && epilogue.bias != nullptr;
-  Kernels<T> ks;
+  BrgemmKernels<T> ks;
   if (!dispatch_kernels(pl, prefill_bias || pl.k_full > pl.chunk_blocks, ks)) return false;
 
   const int64_t p_elems = pl.pack_p ? pl.m_blocks * pl.p_block_elems
@@ -336,10 +333,10 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   const int64_t q_elems = pl.pack_q ? pl.n_blocks * pl.q_block_elems : 0;
   T* p_pack = nullptr;
   T* q_pack = nullptr;
+  const ScratchCap cap(opt.max_kept_scratch_bytes);
   if (p_elems + q_elems > 0) {
     const int64_t p_span = round_up(p_elems, 16);  // keeps Q 64-byte aligned
-    T* pack = static_cast<T*>(t_pack_scratch.get(size_t(p_span + q_elems) * sizeof(T)));
-    if (!pack) return false;
+    T* pack = static_cast<T*>(t_pack_scratch.reserve(size_t(p_span + q_elems) * sizeof(T)));
     p_pack = pack;
     q_pack = pack + p_span;
   }
@@ -369,7 +366,8 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
       } else {
         const int64_t r0 = (it - p_items - q_items) * kRowSumChunk;
         const int64_t r1 = std::min(m, r0 + kRowSumChunk);
-        row_sums(a, r0, r1, epilogue.a_row_sums + r0);
+        sum_rows(ConstMatrixView<T>{a.data + r0 * a.row_stride, r1 - r0, k, a.row_stride, a.col_stride},
+                 epilogue.a_row_sums + r0);
       }
     }
   });
@@ -383,8 +381,7 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   run_parallel(threading, parallel, 0, tiles, [&](int64_t begin, int64_t end) {
     T* tile = nullptr;
     if (pl.last_to_tile) {
-      tile = static_cast<T*>(t_tile_scratch.get(size_t(pl.bm * pl.bn) * sizeof(T)));
-      if (!tile) throw std::bad_alloc();
+      tile = static_cast<T*>(t_tile_scratch.reserve(size_t(pl.bm * pl.bn) * sizeof(T)));
     }
     for (int64_t t = begin; t < end; ++t) {
       const int64_t mb = m_outer ? t / pl.n_blocks : t % pl.m_blocks;
@@ -422,6 +419,8 @@ bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
   });
   return true;
 }
+
+size_t kept_scratch_bytes() { return t_pack_scratch.capacity(); }
 
 template bool gemm<float>(ConstMatrixView<float>, ConstMatrixView<float>, OutputMatrix<float>,
                           const Epilogue<float>&, const Threading&, const Options&);

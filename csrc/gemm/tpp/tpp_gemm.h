@@ -15,7 +15,8 @@ bool tpp_available();
 // C = A·B (+ epilogue), beta = 0 semantics, for any strides of A and B (including 0,
 // transposes and slices). m, n or k == 0 are fine (k == 0: C = bias or zeros and
 // a_row_sums = 0). Returns false, with nothing written that matters, when a needed
-// kernel cannot be dispatched: the caller then falls back to another backend.
+// kernel cannot be dispatched: the caller then falls back to another backend. Throws
+// std::bad_alloc when its scratch memory cannot be had.
 // Defined for T = float and T = double.
 template <typename T>
 bool tpp_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,

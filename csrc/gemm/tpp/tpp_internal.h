@@ -48,8 +48,8 @@ struct KernelKey {
 template <typename T>
 using BrgemmKernel = void (*)(const T* p, const T* q, T* z, const unsigned long long* count, ...);
 
-// A cached kernel for the key, or nullptr when LIBXSMM cannot generate it.
-// Thread-safe; call outside hot loops.
+// A cached kernel for the key, or nullptr when LIBXSMM cannot generate it (a failed key
+// is dispatched again after a number of lookups). Thread-safe; hits take no lock.
 template <typename T>
 BrgemmKernel<T> get_kernel(const KernelKey& key);
 
@@ -70,14 +70,6 @@ void pack_p_block(ConstMatrixView<T> p, int64_t r0, int64_t rows, int64_t pad_ro
 // for col < cols; the K tail block keeps the bn x bk footprint.
 template <typename T>
 void pack_q_block(ConstMatrixView<T> q, int64_t c0, int64_t cols, int64_t bn, int64_t bk, T* dst);
-
-// sums[i - r0] = sum_k a(i, k) for r0 <= i < r1 (accumulated in double).
-template <typename T>
-void row_sums(ConstMatrixView<T> a, int64_t r0, int64_t r1, T* sums);
-
-// C rows [r0, r1) = bias (or 0).
-template <typename T>
-void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias);
 
 // C(i0 + col, j0 + r) = z[r + col*ldz] (+ bias[j0 + r]) for r < rows, col < cols.
 template <typename T>
@@ -105,7 +97,13 @@ struct Options {
   // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
   // thread only: a fork/join would cost more than it saves.
   double min_parallel_flops = 1 << 20;
+  // A calling thread's packing buffer is kept for the next call up to this size and
+  // freed after the call beyond it (a 32768 x 4096 operand would hold 512 MiB).
+  size_t max_kept_scratch_bytes = size_t{64} << 20;
 };
+
+// Bytes of packing buffer the calling thread holds between calls (for tests).
+size_t kept_scratch_bytes();
 
 template <typename T>
 bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,

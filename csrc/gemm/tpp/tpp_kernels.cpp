@@ -1,4 +1,5 @@
-// LIBXSMM set-up and a thread-safe cache of batch-reduce GEMM kernels.
+// LIBXSMM set-up and a thread-safe cache of batch-reduce GEMM kernels: a lock-free
+// per-thread cache in front of a shared one.
 #include <libxsmm.h>
 
 #include <functional>
@@ -28,18 +29,6 @@ struct KeyHash {
     return size_t(h);
   }
 };
-
-template <typename T>
-struct Cache {
-  std::mutex mutex;
-  std::unordered_map<KernelKey, BrgemmKernel<T>, KeyHash> kernels;
-};
-
-template <typename T>
-Cache<T>& cache() {
-  static Cache<T>* instance = new Cache<T>();  // never destroyed: safe at exit
-  return *instance;
-}
 
 template <typename T>
 BrgemmKernel<T> dispatch(const KernelKey& key) {
@@ -74,15 +63,67 @@ bool init() {
   return ok;
 }
 
+namespace {
+
+// Kernels every thread may use, and keys whose dispatch failed lately. Only misses of a
+// thread's own cache come here; LIBXSMM's JIT runs outside this lock.
+template <typename T>
+struct SharedCache {
+  std::mutex mutex;
+  std::unordered_map<KernelKey, BrgemmKernel<T>, KeyHash> kernels;
+  // Key -> lookups still answered "no kernel" before the dispatch is tried again: a
+  // failure is neither retried on every call nor remembered forever.
+  std::unordered_map<KernelKey, int, KeyHash> failures;
+};
+
+constexpr int kLookupsBetweenRetries = 64;
+constexpr size_t kMaxFailures = 256;       // forget them all beyond this
+constexpr size_t kMaxThreadKernels = 1024;  // a thread's cache starts over beyond this
+
+template <typename T>
+SharedCache<T>& shared_cache() {
+  static SharedCache<T>* instance = new SharedCache<T>();  // never destroyed: safe at exit
+  return *instance;
+}
+
+// The shared cache's kernel for `key`, dispatching it on a miss; nullptr on failure.
+template <typename T>
+BrgemmKernel<T> shared_lookup(const KernelKey& key) {
+  SharedCache<T>& shared = shared_cache<T>();
+  {
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    auto hit = shared.kernels.find(key);
+    if (hit != shared.kernels.end()) return hit->second;
+    auto failed = shared.failures.find(key);
+    if (failed != shared.failures.end()) {
+      if (--failed->second > 0) return nullptr;
+      shared.failures.erase(failed);  // retry now
+    }
+  }
+  BrgemmKernel<T> kernel = dispatch<T>(key);  // LIBXSMM's dispatch is thread-safe
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  if (kernel == nullptr) {
+    if (shared.failures.size() >= kMaxFailures) shared.failures.clear();
+    shared.failures[key] = kLookupsBetweenRetries;
+    return nullptr;
+  }
+  return shared.kernels.emplace(key, kernel).first->second;  // first one in wins
+}
+
+}  // namespace
+
 template <typename T>
 BrgemmKernel<T> get_kernel(const KernelKey& key) {
   if (key.m <= 0 || key.n <= 0 || key.k <= 0) return nullptr;
-  Cache<T>& c = cache<T>();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto it = c.kernels.find(key);
-  if (it != c.kernels.end()) return it->second;
-  BrgemmKernel<T> kernel = dispatch<T>(key);  // nullptr is cached too: no retry storms
-  c.kernels.emplace(key, kernel);
+  // Hits are answered by this thread's own copy, without a lock.
+  thread_local std::unordered_map<KernelKey, BrgemmKernel<T>, KeyHash> own;
+  auto hit = own.find(key);
+  if (hit != own.end()) return hit->second;
+  BrgemmKernel<T> kernel = shared_lookup<T>(key);
+  if (kernel != nullptr) {
+    if (own.size() >= kMaxThreadKernels) own.clear();
+    own.emplace(key, kernel);
+  }
   return kernel;
 }
 

@@ -115,49 +115,6 @@ void pack_q_block(ConstMatrixView<T> q, int64_t c0, int64_t cols, int64_t bn, in
 }
 
 template <typename T>
-void row_sums(ConstMatrixView<T> a, int64_t r0, int64_t r1, T* sums) {
-  const int64_t rows = r1 - r0;
-  if (rows <= 0) return;
-  const T* base = a.data + r0 * a.row_stride;
-  if (a.cols == 0) {
-    std::fill(sums, sums + rows, T(0));
-    return;
-  }
-  if (a.row_stride == 1 && a.col_stride != 1) {
-    // rows are adjacent in memory (e.g. A = G^T): sweep k outside, rows inside
-    constexpr int64_t kChunk = 256;
-    double acc[kChunk];
-    for (int64_t i0 = 0; i0 < rows; i0 += kChunk) {
-      const int64_t len = std::min(kChunk, rows - i0);
-      std::fill(acc, acc + len, 0.0);
-      for (int64_t kk = 0; kk < a.cols; ++kk) {
-        const T* s = base + i0 + kk * a.col_stride;
-        for (int64_t i = 0; i < len; ++i) acc[i] += double(s[i]);
-      }
-      for (int64_t i = 0; i < len; ++i) sums[i0 + i] = T(acc[i]);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* s = base + i * a.row_stride;
-    double acc = 0;
-    for (int64_t kk = 0; kk < a.cols; ++kk) acc += double(s[kk * a.col_stride]);
-    sums[i] = T(acc);
-  }
-}
-
-template <typename T>
-void fill_rows(OutputMatrix<T> c, int64_t r0, int64_t r1, const T* bias) {
-  for (int64_t i = r0; i < r1; ++i) {
-    T* row = c.data + i * c.ld;
-    if (bias)
-      std::memcpy(row, bias, size_t(c.cols) * sizeof(T));
-    else
-      std::fill(row, row + c.cols, T(0));
-  }
-}
-
-template <typename T>
 void store_columns(const T* z, int64_t ldz, int64_t rows, int64_t cols, OutputMatrix<T> c,
                    int64_t i0, int64_t j0, const T* bias) {
   for (int64_t col = 0; col < cols; ++col) {
@@ -184,8 +141,6 @@ void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, Outpu
   template void store_columns<T>(const T*, int64_t, int64_t, int64_t, OutputMatrix<T>,       \
                                  int64_t, int64_t, const T*);                                \
   template void pack_q_block<T>(ConstMatrixView<T>, int64_t, int64_t, int64_t, int64_t, T*); \
-  template void row_sums<T>(ConstMatrixView<T>, int64_t, int64_t, T*);                       \
-  template void fill_rows<T>(OutputMatrix<T>, int64_t, int64_t, const T*);                   \
   template void store_transposed<T>(const T*, int64_t, int64_t, int64_t, OutputMatrix<T>,    \
                                     int64_t, int64_t, const T*);
 EML_TPP_INSTANTIATE(float)

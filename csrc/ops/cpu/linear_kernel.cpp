@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "gemm/blocked_gemm.h"
+#include "gemm/blocked/blocked_gemm.h"
 #include "gemm/gemm.h"
 #include "ops/backend.h"
 #include "ops/composite/linear_kernel.h"
@@ -121,10 +121,12 @@ void run_gemm(Backend backend, gemm::ConstMatrixView<T> a, gemm::ConstMatrixView
 #endif
       [[fallthrough]];  // no JIT kernel for this shape or type: our blocked GEMM instead
     case Backend::blocked:
-    case Backend::aten:
       gemm::blocked_gemm(a, b, c, epilogue, torch_threading());
       return;
+    case Backend::aten:  // runs_on_own_gemm() sends it to ATen before any view is made
+      break;
   }
+  TORCH_INTERNAL_ASSERT(false, "eml_ops: run_gemm reached for backend ", backend_name(backend));
 }
 
 at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,

@@ -3,7 +3,7 @@
 // and threads over disjoint blocks of C. Torch-free, like gemm.h.
 #pragma once
 
-#include "gemm.h"
+#include "../gemm.h"
 
 namespace eml::gemm {
 

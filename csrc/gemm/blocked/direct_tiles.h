@@ -1,0 +1,46 @@
+// Fills a Kernels table's packing-free tiles (dot, broadcast, stream: one function per
+// tile shape) from the tile templates of one ISA's file (direct_avx2.cpp,
+// direct_generic.cpp). `Tiles` names them:
+//   template <typename S, int R, int C> static DotTile<S> dot();
+//   template <typename S, int R> static BroadcastTile<S> broadcast();
+//   template <typename S, int R> static StreamTile<S> stream();
+#pragma once
+
+#include <utility>
+
+#include "kernels.h"
+
+namespace eml::gemm::blocked {
+namespace direct_tiles {
+
+template <typename Tiles, typename S, int R, int... Cs>
+void set_dot_row(Kernels<S>& kernels, std::integer_sequence<int, Cs...>) {
+  ((kernels.dot[R - 1][Cs] = Tiles::template dot<S, R, Cs + 1>()), ...);
+}
+
+template <typename Tiles, typename S, int... Rs>
+void set_dot(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
+  (set_dot_row<Tiles, S, Rs + 1>(kernels, std::make_integer_sequence<int, kDotCols>{}), ...);
+}
+
+template <typename Tiles, typename S, int... Rs>
+void set_broadcast(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
+  ((kernels.broadcast[Rs] = Tiles::template broadcast<S, Rs + 1>()), ...);
+}
+
+template <typename Tiles, typename S, int... Rs>
+void set_stream(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
+  ((kernels.stream[Rs] = Tiles::template stream<S, Rs + 1>()), ...);
+}
+
+}  // namespace direct_tiles
+
+// Every dot, broadcast and stream tile of `kernels`, from `Tiles`.
+template <typename Tiles, typename S>
+void set_direct_tiles(Kernels<S>& kernels) {
+  direct_tiles::set_dot<Tiles, S>(kernels, std::make_integer_sequence<int, kDotRows>{});
+  direct_tiles::set_broadcast<Tiles, S>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
+  direct_tiles::set_stream<Tiles, S>(kernels, std::make_integer_sequence<int, kStreamRows>{});
+}
+
+}  // namespace eml::gemm::blocked
