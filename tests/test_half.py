@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import eml_ops
 from tests.conftest import OWN_BACKENDS
-from tests.test_properties import ISAS, LAYOUTS, make, running_on
+from tests.test_properties import ISAS, LAYOUTS, build, running_on
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
 FLOAT32_EPS = torch.finfo(torch.float32).eps
@@ -76,19 +76,6 @@ def half_problems(draw: st.DrawFn) -> dict:
         "threads": draw(st.sampled_from([1, 2])),
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
-
-
-def build(problem: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    generator = torch.Generator().manual_seed(problem["seed"])
-    dtype = problem["dtype"]
-    x = make([*problem["batch"], problem["in_features"]], problem["input_layout"], dtype,
-             generator)
-    w = make([problem["out_features"], problem["in_features"]], problem["weight_layout"], dtype,
-             generator)
-    b = None
-    if problem["bias"] is not None:
-        b = make([problem["out_features"]], problem["bias"], dtype, generator)
-    return x, w, b
 
 
 def float64_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None

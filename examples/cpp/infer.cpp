@@ -9,27 +9,16 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/script.h>
 
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "pickle_io.h"
+
+using example::load_pickle;
+using example::save_pickle;
+
 namespace {
-
-torch::IValue load_pickle(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error("cannot read " + path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  return torch::jit::pickle_load(bytes);
-}
-
-void save_pickle(const torch::IValue& value, const std::string& path) {
-  const std::vector<char> bytes = torch::jit::pickle_save(value);
-  std::ofstream file(path, std::ios::binary);
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!file) throw std::runtime_error("cannot write " + path);
-}
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&

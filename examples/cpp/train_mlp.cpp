@@ -10,12 +10,15 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "pickle_io.h"
+
+using example::load_pickle;
+using example::save_pickle;
 
 namespace {
 
@@ -25,20 +28,6 @@ struct Options {
   int64_t batch_size = 32;
   double lr = 0.1;
 };
-
-torch::IValue load_pickle(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error("cannot read " + path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  return torch::jit::pickle_load(bytes);
-}
-
-void save_pickle(const torch::IValue& value, const std::string& path) {
-  const std::vector<char> bytes = torch::jit::pickle_save(value);
-  std::ofstream file(path, std::ios::binary);
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!file) throw std::runtime_error("cannot write " + path);
-}
 
 std::vector<torch::Tensor> parameters_of(const torch::jit::Module& model) {
   std::vector<torch::Tensor> parameters;
