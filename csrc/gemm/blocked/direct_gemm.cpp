@@ -18,6 +18,9 @@ constexpr int64_t kDotKc = 2048 / sizeof(T);
 template <typename T>
 constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 
+// A KC x n block of B up to this size is read from L1 by every row of tiles.
+constexpr int64_t kShallowBlockBytes = 32 << 10;
+
 // Rows of the next dot tile: kDotRows, but never leave a single row for last.
 int64_t dot_tile_rows(int64_t remaining) {
   if (remaining == kDotRows + 1) return 2;
@@ -68,17 +71,26 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
   for (int64_t pc = 0; pc < k; pc += block_k) {
     const int64_t kc = std::min(block_k, k - pc);
     const bool accumulate = pc > 0;
-    for (int64_t j = 0; j < n; j += kWidth) {
-      const int64_t cols = std::min(kWidth, n - j);
-      const T* tile_bias = (!accumulate && bias != nullptr) ? bias + j : nullptr;
-      // A KC x width sliver of B stays in L1 across all row tiles.
+    const auto tile = [&](int64_t i, int64_t j) {
+      const int64_t rows = std::min<int64_t>(kBroadcastRows, m - i);
+      kernels.broadcast[rows - 1](kc, a.data + i * a.row_stride + pc * a.col_stride,
+                                  a.row_stride, a.col_stride, b.data + pc * b.row_stride + j,
+                                  b.row_stride, c.data + i * c.ld + j, c.ld,
+                                  std::min(kWidth, n - j),
+                                  (!accumulate && bias != nullptr) ? bias + j : nullptr,
+                                  accumulate);
+    };
+    if (kc * n * static_cast<int64_t>(sizeof(S)) <= kShallowBlockBytes) {
+      // The whole KC x n block of B stays in L1: rows outer writes C in memory order,
+      // each page whole while it is in cache (see macro_kernel.cpp).
       for (int64_t i = 0; i < m; i += kBroadcastRows) {
-        const int64_t rows = std::min<int64_t>(kBroadcastRows, m - i);
-        kernels.broadcast[rows - 1](kc, a.data + i * a.row_stride + pc * a.col_stride,
-                                    a.row_stride, a.col_stride, b.data + pc * b.row_stride + j,
-                                    b.row_stride, c.data + i * c.ld + j, c.ld, cols, tile_bias,
-                                    accumulate);
+        for (int64_t j = 0; j < n; j += kWidth) tile(i, j);
       }
+      continue;
+    }
+    // A KC x width sliver of B stays in L1 across all row tiles.
+    for (int64_t j = 0; j < n; j += kWidth) {
+      for (int64_t i = 0; i < m; i += kBroadcastRows) tile(i, j);
     }
   }
 }

@@ -9,6 +9,9 @@ namespace {
 
 std::atomic<Path> g_forced_path{Path::automatic};
 
+// At most this many steps of k count as shallow (write-bound).
+constexpr int64_t kShallowK = 4;
+
 template <typename T>
 bool dot_applies(ConstMatrixView<T> a, ConstMatrixView<T> b) {
   return a.col_stride == 1 && b.row_stride == 1;
@@ -38,6 +41,9 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
   if (dot_applies(a, b) && (m <= 8 || (m <= 32 && k >= 256) || n <= 8)) return Path::dot;
   if (broadcast_applies(b)) {
+    // A shallow product (k of a few steps, e.g. the rank-1 dL/dW of batch 1) is bound by
+    // the writes of C: read the operands in place and write C in memory order.
+    if (k <= kShallowK) return Path::broadcast;
     // Very few rows and a B beyond L2: stream B once, in memory order.
     if (m <= 2 || (m <= kStreamRows && b_bytes > (int64_t{512} << 10))) return Path::stream;
     // Few rows and a B that L3 holds, or a narrow B whose strips stay in L1 while
