@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import eml_ops
 
@@ -88,3 +89,26 @@ def test_backend_changes_which_code_runs() -> None:
         for p in range(300):
             in_order += x[:, p : p + 1] * w[:, p]
         assert torch.equal(eml_ops.linear(x, w), in_order)
+
+
+def test_every_supported_isa_runs_and_others_are_refused() -> None:
+    """Each ISA from generic up to the detected one computes F.linear; the rest raise."""
+    supported = eml_ops._C.supported_isas()
+    assert supported[0] == "generic"
+    assert supported[-1] == eml_ops._C.detected_isa()
+    x, w, b = torch.randn(50, 70), torch.randn(90, 70), torch.randn(90)
+    before = eml_ops._C.get_isa()
+    try:
+        with eml_ops.use_backend("blocked"):
+            for isa in ("generic", "avx2", "avx512"):
+                if isa in supported:
+                    eml_ops._C.set_isa(isa)
+                    assert eml_ops._C.get_isa() == isa
+                    torch.testing.assert_close(eml_ops.linear(x, w, b), F.linear(x, w, b))
+                else:
+                    with pytest.raises(ValueError, match=f"does not support {isa}"):
+                        eml_ops._C.set_isa(isa)
+            with pytest.raises(ValueError, match="unknown ISA 'bogus'"):
+                eml_ops._C.set_isa("bogus")
+    finally:
+        eml_ops._C.set_isa(before)

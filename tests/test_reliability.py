@@ -264,9 +264,7 @@ def _configs() -> list[tuple[str, str | None]]:
     configs: list[tuple[str, str | None]] = []
     for name in BACKENDS:
         if name == "blocked":
-            configs.append(("blocked", "generic"))
-            if eml_ops._C.detected_isa() == "avx2":
-                configs.append(("blocked", "avx2"))
+            configs.extend(("blocked", isa) for isa in eml_ops._C.supported_isas())
         else:
             configs.append((name, None))
     return configs

@@ -192,7 +192,7 @@ def test_switching_backend_and_isa_while_threads_compute(num_threads: int,
     cases = make_cases()
     # The plain-loop reference backend is slow on the large cases: keep to the small ones.
     small = [c for c in cases if c.x.numel() * c.w.shape[0] <= 64 * 128 * 96]
-    isas = ["generic", "avx2"] if eml_ops._C.detected_isa() == "avx2" else ["generic"]
+    isas = eml_ops._C.supported_isas()
     stop = threading.Event()
     switches = [0]
     seen: set[str] = set()

@@ -63,10 +63,19 @@ std::string detected_isa() { return eml::gemm::isa_name(eml::gemm::detected_isa(
 std::string get_isa() { return eml::gemm::isa_name(eml::gemm::active_isa()); }
 
 void set_isa(const std::string& name) {
-  for (eml::gemm::Isa isa : {eml::gemm::Isa::generic, eml::gemm::Isa::avx2}) {
+  for (eml::gemm::Isa isa : eml::gemm::kAllIsas) {
     if (name == eml::gemm::isa_name(isa)) return eml::gemm::set_active_isa(isa);
   }
-  throw std::invalid_argument("eml_ops: unknown ISA '" + name + "'; choose generic or avx2");
+  throw std::invalid_argument("eml_ops: unknown ISA '" + name +
+                              "'; choose generic, avx2 or avx512");
+}
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> names;
+  for (eml::gemm::Isa isa : eml::gemm::kAllIsas) {
+    if (eml::gemm::isa_supported(isa)) names.emplace_back(eml::gemm::isa_name(isa));
+  }
+  return names;
 }
 
 }  // namespace eml_ops

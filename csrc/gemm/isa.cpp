@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #if EML_GEMM_X86
 #if defined(_MSC_VER)
@@ -85,19 +86,33 @@ bool cpu_has_bf16_dot_products() {
   return avx512_bf16 || amx_bf16;
 }
 
+// AVX-512F (CPUID.(7,0):EBX bit 16) with the OS saving the opmask and ZMM state.
+bool cpu_has_avx512f() {
+  if (!cpu_has_avx2_fma()) return false;  // also checks that xgetbv is usable
+  constexpr unsigned long long kAvx512State = 0xe6;  // XCR0 bits 1, 2, 5, 6, 7
+  if ((read_xcr0() & kAvx512State) != kAvx512State) return false;
+  unsigned regs[4];
+  cpuid(7, 0, regs);
+  return (regs[1] >> 16) & 1;
+}
+
 #else
 
 bool cpu_has_avx2_fma() { return false; }
+bool cpu_has_avx512f() { return false; }
 bool cpu_has_f16c_and_avx() { return false; }
 bool cpu_has_bf16_dot_products() { return false; }
 
 #endif
 
 Isa initial_isa() {
-  const Isa detected = detected_isa();
   const char* requested = std::getenv("EML_OPS_ISA");
-  if (requested != nullptr && std::strcmp(requested, "generic") == 0) return Isa::generic;
-  return detected;  // "avx2" on a CPU without it, or anything else: what the CPU has
+  if (requested != nullptr) {
+    for (Isa isa : kAllIsas) {
+      if (std::strcmp(requested, isa_name(isa)) == 0 && isa_supported(isa)) return isa;
+    }
+  }
+  return detected_isa();  // unset, unknown, or an ISA the CPU lacks: the best it has
 }
 
 // A function-local static: initialised once, thread-safely, on first use.
@@ -109,8 +124,14 @@ std::atomic<Isa>& active_isa_slot() {
 }  // namespace
 
 Isa detected_isa() {
-  static const Isa detected = cpu_has_avx2_fma() ? Isa::avx2 : Isa::generic;
+  static const Isa detected = cpu_has_avx512f()    ? Isa::avx512
+                              : cpu_has_avx2_fma() ? Isa::avx2
+                                                   : Isa::generic;
   return detected;
+}
+
+bool isa_supported(Isa isa) {
+  return static_cast<int>(isa) <= static_cast<int>(detected_isa());
 }
 
 bool cpu_has_f16c() {
@@ -126,11 +147,12 @@ bool cpu_has_native_bf16() {
 Isa active_isa() { return active_isa_slot().load(std::memory_order_relaxed); }
 
 void set_active_isa(Isa isa) {
-  if (isa == Isa::avx2 && detected_isa() != Isa::avx2) {
-    throw std::invalid_argument("eml_ops: this CPU (or OS) does not support AVX2 with FMA");
-  }
-  if (isa != Isa::avx2 && isa != Isa::generic) {
+  if (isa != Isa::generic && isa != Isa::avx2 && isa != Isa::avx512) {
     throw std::invalid_argument("eml_ops: unknown ISA");
+  }
+  if (!isa_supported(isa)) {
+    throw std::invalid_argument(std::string("eml_ops: this CPU (or OS) does not support ") +
+                                isa_name(isa) + " (it has " + isa_name(detected_isa()) + ")");
   }
   active_isa_slot().store(isa, std::memory_order_relaxed);
 }
@@ -141,6 +163,8 @@ const char* isa_name(Isa isa) {
       return "generic";
     case Isa::avx2:
       return "avx2";
+    case Isa::avx512:
+      return "avx512";
   }
   return "unknown";
 }

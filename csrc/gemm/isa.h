@@ -18,18 +18,29 @@
 // where cpu_has_f16c() (kernels.cpp), and no other function emits F16C instructions.
 #define EML_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define EML_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+// The target of the AVX-512 functions (micro-kernels, peak probe), run only where
+// active_isa() is avx512; AVX-512F CPUs all have AVX2, FMA and F16C too.
+#define EML_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define EML_AVX512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline
 #endif
 
 namespace eml::gemm {
 
-enum class Isa { generic, avx2 };
+// In order of capability: each ISA's CPUs can run the ones before it. avx512 runs the
+// packed path's micro-kernels on 512-bit registers and everything else as avx2 does.
+enum class Isa { generic, avx2, avx512 };
+inline constexpr Isa kAllIsas[] = {Isa::generic, Isa::avx2, Isa::avx512};
 
-// The best ISA this CPU and OS support: avx2 needs AVX2, FMA and the OS saving
-// the YMM registers (XGETBV). Always generic on non-x86 CPUs.
+// The best ISA this CPU and OS support: avx2 needs AVX2, FMA and the OS saving the YMM
+// registers (XGETBV); avx512 also AVX-512F and the OS saving the ZMM and mask registers.
+// Always generic on non-x86 CPUs.
 Isa detected_isa();
 
-// The ISA the kernels use now. Starts as detected_isa(), or generic when the
-// environment variable EML_OPS_ISA=generic is set (read once).
+// Whether the CPU supports `isa` (every ISA up to detected_isa()).
+bool isa_supported(Isa isa);
+
+// The ISA the kernels use now. Starts as detected_isa(), or as the one the environment
+// variable EML_OPS_ISA names (generic, avx2 or avx512; read once) when the CPU has it.
 Isa active_isa();
 
 // Selects the kernels' ISA for all threads. Throws std::invalid_argument when the

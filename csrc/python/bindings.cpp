@@ -58,8 +58,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cpu_has_native_bf16", &eml::gemm::cpu_has_native_bf16,
         "Whether the CPU has bfloat16 dot products (AVX512_BF16 or AMX-BF16).");
   m.def("detected_isa", &eml_ops::detected_isa);
+  m.def("supported_isas", &eml_ops::supported_isas,
+        "The ISAs this CPU runs, from generic up to detected_isa().");
   m.def("get_isa", &eml_ops::get_isa);
-  m.def("set_isa", &eml_ops::set_isa, "Selects the micro-kernel ISA of the blocked GEMM: generic or avx2.");
+  m.def("set_isa", &eml_ops::set_isa,
+        "Selects the micro-kernel ISA of the blocked GEMM: generic, avx2 or avx512.");
   m.def("fma_peak_gflops", &eml::gemm::measure_fma_peak_gflops, py::arg("use_double") = false,
         py::arg("seconds") = 0.2, "Measured single-core FMA peak in GFLOP/s.",
         py::call_guard<py::gil_scoped_release>());

@@ -356,9 +356,12 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
   }
 }
 
+// Every ISA this CPU supports (generic up to detected_isa()).
 std::vector<Isa> isas() {
-  std::vector<Isa> list{Isa::generic};
-  if (detected_isa() == Isa::avx2) list.push_back(Isa::avx2);
+  std::vector<Isa> list;
+  for (Isa isa : kAllIsas) {
+    if (isa_supported(isa)) list.push_back(isa);
+  }
   return list;
 }
 
@@ -557,22 +560,29 @@ void check_conversions(std::mt19937& rng) {
 }
 
 void test_isa_switching() {
-  if (detected_isa() == Isa::generic) {
+  for (Isa isa : kAllIsas) {
     bool threw = false;
     try {
-      set_active_isa(Isa::avx2);
+      set_active_isa(isa);
     } catch (const std::invalid_argument&) {
       threw = true;
     }
-    if (!threw) fail("set_active_isa(avx2) on a CPU without AVX2 did not throw", "isa");
+    const std::string name = isa_name(isa);
+    if (isa_supported(isa) && (threw || active_isa() != isa)) {
+      fail("set_active_isa(" + name + ") on a CPU that has it did not take effect", "isa");
+    }
+    if (!isa_supported(isa) && !threw) {
+      fail("set_active_isa(" + name + ") on a CPU without it did not throw", "isa");
+    }
   }
-  set_active_isa(Isa::generic);
-  if (active_isa() != Isa::generic) fail("set_active_isa(generic) had no effect", "isa");
+  if (!isa_supported(Isa::generic) || !isa_supported(detected_isa())) {
+    fail("generic and the detected ISA must be supported", "isa");
+  }
   set_active_isa(detected_isa());
 }
 
 // Sums over 2^25 steps of ones: one float running sum stalls at 2^24, the blocked sums
-// must reach 2^25 exactly (C and row sums; every path, both ISAs, and the reference).
+// must reach 2^25 exactly (C and row sums; every path and ISA, and the reference).
 // Stride-0 operands keep the memory small.
 void check_long_reductions() {
   constexpr int64_t k = int64_t{1} << 25, m = 2, n = 2;

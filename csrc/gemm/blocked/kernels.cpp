@@ -46,12 +46,34 @@ template const Kernels<float>& avx2_kernels<float>();
 template const Kernels<double>& avx2_kernels<double>();
 template const Kernels<bfloat16_t>& avx2_kernels<bfloat16_t>();
 template const Kernels<float16_t>& avx2_kernels<float16_t>();
+
+template <typename S>
+const Kernels<S>& avx512_kernels() {
+  static const Kernels<S> kernels = [] {
+    Kernels<S> table = avx2_kernels<S>();
+    table.micro_pair = avx512_micro_kernel_pair<Acc<S>>();
+    return table;
+  }();
+  return kernels;
+}
+
+template const Kernels<float>& avx512_kernels<float>();
+template const Kernels<double>& avx512_kernels<double>();
+template const Kernels<bfloat16_t>& avx512_kernels<bfloat16_t>();
+template const Kernels<float16_t>& avx512_kernels<float16_t>();
 #endif
 
 template <typename S>
 const Kernels<S>& active_kernels() {
 #if EML_GEMM_X86
-  if (active_isa() == Isa::avx2) return avx2_kernels<S>();
+  switch (active_isa()) {
+    case Isa::avx512:
+      return avx512_kernels<S>();
+    case Isa::avx2:
+      return avx2_kernels<S>();
+    case Isa::generic:
+      break;
+  }
 #endif
   return generic_kernels<S>();
 }

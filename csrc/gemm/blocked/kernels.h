@@ -79,6 +79,9 @@ inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 template <typename S>
 struct Kernels {
   MicroKernel<Acc<S>> micro;
+  // Two adjacent MR x NR tiles at once (C[0:MR, 0:2*NR], the second tile's B panel kc*NR
+  // values after the first's), where an ISA's wider registers gain from it; null: none.
+  MicroKernel<Acc<S>> micro_pair = nullptr;
   DotTile<S> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
@@ -98,14 +101,17 @@ const Kernels<S>& generic_kernels();
 // the float16 conversions fall back to the portable pieces.
 template <typename S>
 const Kernels<S>& avx2_kernels();
+// Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernel.
+template <typename S>
+const Kernels<S>& avx512_kernels();
 #endif
 
 // The table for active_isa().
 template <typename S>
 const Kernels<S>& active_kernels();
 
-// The pieces, one ISA per file: microkernel_{generic,avx2}.cpp, direct_{generic,avx2}.cpp,
-// packing_avx2.cpp, convert_{generic,avx2}.cpp.
+// The pieces, one ISA per file: microkernel_{generic,avx2,avx512}.cpp (the last two from
+// microkernel_impl.h), direct_{generic,avx2}.cpp, packing_avx2.cpp, convert_{generic,avx2}.cpp.
 template <typename T>
 MicroKernel<T> generic_micro_kernel();
 template <typename S>
@@ -115,6 +121,8 @@ void set_generic_conversions(Kernels<S>& kernels);  // 16-bit S only
 #if EML_GEMM_X86
 template <typename T>
 MicroKernel<T> avx2_micro_kernel();
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair();
 template <typename S>
 void set_avx2_direct_tiles(Kernels<S>& kernels);
 template <typename S>

@@ -44,8 +44,9 @@ inline void run_tile(MicroKernel<T> micro, int64_t kc, const T* a_sliver, const 
 }  // namespace
 
 template <typename T>
-void macro_kernel(MicroKernel<T> micro, int64_t kc, const T* packed_a, const T* packed_b,
-                  OutputMatrix<T> c, const T* bias, bool accumulate) {
+void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
+                  const T* packed_a, const T* packed_b, OutputMatrix<T> c, const T* bias,
+                  bool accumulate) {
   constexpr int64_t MR = BlockSizes<T>::mr;
   constexpr int64_t NR = BlockSizes<T>::nr;
   alignas(64) T edge_tile[MR * NR];
@@ -54,25 +55,43 @@ void macro_kernel(MicroKernel<T> micro, int64_t kc, const T* packed_a, const T* 
              std::min(MR, c.rows - i), std::min(NR, c.cols - j),
              bias != nullptr ? bias + j : nullptr, accumulate, edge_tile);
   };
+  // Tiles per column step: two where a pair kernel exists and both tiles are whole wide.
+  const auto step_tiles = [&](int64_t j) -> int64_t {
+    return micro_pair != nullptr && j + 2 * NR <= c.cols ? 2 : 1;
+  };
+  const auto tiles = [&](int64_t i, int64_t j, int64_t count) {
+    if (count == 2 && i + MR <= c.rows) {
+      micro_pair(kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
+                 bias != nullptr ? bias + j : nullptr, accumulate);
+      return;
+    }
+    for (int64_t t = 0; t < count; ++t) tile(i, j + t * NR);
+  };
   const int64_t panel_bytes = kc * c.cols * static_cast<int64_t>(sizeof(T));
   if (panel_bytes <= kSmallPanelBytes) {
     // A shallow block (e.g. the rank-1 dL/dW of batch 1) is bound by the writes of C:
     // rows outer writes C in memory order, each page whole while it is in cache (on a
     // fresh output the first touch of every page zeroes it: 20% faster at 4096x1x4096).
     for (int64_t i = 0; i < c.rows; i += MR) {
-      for (int64_t j = 0; j < c.cols; j += NR) tile(i, j);
+      for (int64_t j = 0, count = 0; j < c.cols; j += count * NR) {
+        count = step_tiles(j);
+        tiles(i, j, count);
+      }
     }
     return;
   }
-  // jr outer: one KC x NR sliver of B stays in L1 while the A slivers stream from L2.
-  for (int64_t j = 0; j < c.cols; j += NR) {
-    for (int64_t i = 0; i < c.rows; i += MR) tile(i, j);
+  // jr outer: one KC x NR sliver of B (or a pair) stays in L1 while the A slivers stream
+  // from L2.
+  for (int64_t j = 0, count = 0; j < c.cols; j += count * NR) {
+    count = step_tiles(j);
+    for (int64_t i = 0; i < c.rows; i += MR) tiles(i, j, count);
   }
 }
 
-template void macro_kernel<float>(MicroKernel<float>, int64_t, const float*, const float*,
-                                  OutputMatrix<float>, const float*, bool);
-template void macro_kernel<double>(MicroKernel<double>, int64_t, const double*, const double*,
-                                   OutputMatrix<double>, const double*, bool);
+template void macro_kernel<float>(MicroKernel<float>, MicroKernel<float>, int64_t, const float*,
+                                  const float*, OutputMatrix<float>, const float*, bool);
+template void macro_kernel<double>(MicroKernel<double>, MicroKernel<double>, int64_t,
+                                   const double*, const double*, OutputMatrix<double>,
+                                   const double*, bool);
 
 }  // namespace eml::gemm::blocked

@@ -10,9 +10,11 @@
 namespace eml::gemm::blocked {
 
 // c: the mc x nc block of C. First KC block (accumulate = false): C = A·B (+ bias,
-// bias[0:nc], when set). Later blocks: C += A·B.
+// bias[0:nc], when set). Later blocks: C += A·B. micro_pair (nullable) computes two
+// adjacent whole tiles at once (Kernels::micro_pair).
 template <typename T>
-void macro_kernel(MicroKernel<T> micro, int64_t kc, const T* packed_a, const T* packed_b,
-                  OutputMatrix<T> c, const T* bias, bool accumulate);
+void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
+                  const T* packed_a, const T* packed_b, OutputMatrix<T> c, const T* bias,
+                  bool accumulate);
 
 }  // namespace eml::gemm::blocked

@@ -28,6 +28,7 @@ struct Vec;
 
 template <>
 struct Vec<float> {
+  using Scalar = float;
   using V = __m256;
   using Mask = __m256i;
   static constexpr int lanes = 8;
@@ -55,6 +56,7 @@ struct Vec<float> {
 
 template <>
 struct Vec<double> {
+  using Scalar = double;
   using V = __m256d;
   using Mask = __m256i;
   static constexpr int lanes = 4;

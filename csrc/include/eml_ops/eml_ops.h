@@ -47,8 +47,10 @@ std::string get_backend();
 // Process-wide; throws std::invalid_argument naming the choices for an unknown one.
 void set_backend(const std::string& name);
 
-// Micro-kernel ISA of the blocked GEMM: "avx2" or "generic".
+// Micro-kernel ISA of the blocked GEMM: "avx512", "avx2" or "generic".
 std::string detected_isa();
+// The ISAs this CPU runs, from "generic" up to detected_isa().
+std::vector<std::string> supported_isas();
 std::string get_isa();
 // Throws std::invalid_argument for an unknown ISA or one this CPU lacks.
 void set_isa(const std::string& name);

@@ -1,0 +1,97 @@
+// The packed path's register kernel, one template for every SIMD ISA.
+//
+// Included by microkernel_<isa>.cpp only, each after defining EML_MICRO_KERNEL_TARGET and
+// EML_MICRO_KERNEL_INLINE (its ISA's target attributes: a template cannot take them as
+// parameters), so every ISA compiles the same loops with its own vector type. No include
+// guard: each including file gets its own copy, in its own anonymous namespace.
+//
+// C[0:MR, 0:TILES*NR] = sum_p A_panel[p] (MR values) x B_panels[p] (NR = NV vectors of L
+// lanes from each of TILES adjacent packed B panels, kc*NR values apart): MR x TILES*NV
+// accumulator vectors. Enough independent accumulators cover the FMA latency times the FMA
+// pipes, and each broadcast of A feeds TILES*NV FMAs: AVX2 has 16 registers, so one 6 x 16
+// tile (6 x 2 vectors); AVX-512 rows of a tile are one 512-bit vector (NR = 16 floats), so
+// two adjacent tiles at once (6 x 2 vectors again, of twice the width).
+#include <cstdint>
+
+#ifndef EML_MICRO_KERNEL_TARGET
+#error "define EML_MICRO_KERNEL_TARGET and EML_MICRO_KERNEL_INLINE before including this file"
+#endif
+
+namespace eml::gemm::blocked {
+namespace {
+
+// acc[r][u] += A_panel[p][r] * B_panels[p][u] for one step p: vector u = t*NV + v is
+// vector v of tile t, whose panel starts tile_stride values after tile t-1's.
+template <typename VT, int MR, int NV, int TILES>
+EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[MR][TILES * NV],
+                                         const typename VT::Scalar* a,
+                                         const typename VT::Scalar* b, int64_t tile_stride) {
+  using V = typename VT::V;
+  V bv[TILES * NV];
+#pragma GCC unroll 2
+  for (int t = 0; t < TILES; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[t * NV + v] = VT::load(b + t * tile_stride + v * VT::lanes);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    const V av = VT::broadcast(a + r);
+#pragma GCC unroll 4
+    for (int u = 0; u < TILES * NV; ++u) acc[r][u] = VT::fma(av, bv[u], acc[r][u]);
+  }
+}
+
+template <typename VT, int MR, int NV, int TILES>
+EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
+                                             const typename VT::Scalar* b,
+                                             typename VT::Scalar* c, int64_t ldc,
+                                             const typename VT::Scalar* bias, bool accumulate) {
+  using V = typename VT::V;
+  constexpr int L = VT::lanes;
+  constexpr int U = TILES * NV;  // vectors per row of the C tile
+  const int64_t tile_stride = kc * NV * L;
+  V acc[MR][U];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) acc[r][u] = VT::zero();
+  }
+  // C is needed only at the end: start fetching it now.
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + U * L - 1), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    kernel_step<VT, MR, NV, TILES>(acc, a, b, tile_stride);
+    a += MR;
+    b += NV * L;
+  }
+  if (accumulate) {
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) {
+        auto* dst = c + r * ldc + u * L;
+        VT::storeu(dst, VT::add(VT::loadu(dst), acc[r][u]));
+      }
+    }
+  } else if (bias != nullptr) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      const V bias_v = VT::loadu(bias + u * L);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) VT::storeu(c + r * ldc + u * L, VT::add(acc[r][u], bias_v));
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) VT::storeu(c + r * ldc + u * L, acc[r][u]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace eml::gemm::blocked

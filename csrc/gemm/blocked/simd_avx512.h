@@ -1,0 +1,49 @@
+// Thin AVX-512F vector wrappers for the AVX-512 micro-kernels (the same interface as the
+// parts of simd_avx2.h that microkernel_impl.h uses): float (16 lanes), double (8).
+//
+// Include only from the *_avx512.cpp files: every function here carries the avx512f
+// target attribute, and callers must carry it too.
+#pragma once
+
+#include "../isa.h"
+
+#if EML_GEMM_X86
+
+#include <immintrin.h>
+
+namespace eml::gemm::blocked::avx512 {
+
+template <typename T>
+struct Vec;
+
+template <>
+struct Vec<float> {
+  using Scalar = float;
+  using V = __m512;
+  static constexpr int lanes = 16;
+  static EML_AVX512_INLINE V zero() { return _mm512_setzero_ps(); }
+  static EML_AVX512_INLINE V load(const float* p) { return _mm512_load_ps(p); }
+  static EML_AVX512_INLINE V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static EML_AVX512_INLINE V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static EML_AVX512_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static EML_AVX512_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static EML_AVX512_INLINE void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+};
+
+template <>
+struct Vec<double> {
+  using Scalar = double;
+  using V = __m512d;
+  static constexpr int lanes = 8;
+  static EML_AVX512_INLINE V zero() { return _mm512_setzero_pd(); }
+  static EML_AVX512_INLINE V load(const double* p) { return _mm512_load_pd(p); }
+  static EML_AVX512_INLINE V loadu(const double* p) { return _mm512_loadu_pd(p); }
+  static EML_AVX512_INLINE V broadcast(const double* p) { return _mm512_set1_pd(*p); }
+  static EML_AVX512_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static EML_AVX512_INLINE V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static EML_AVX512_INLINE void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+};
+
+}  // namespace eml::gemm::blocked::avx512
+
+#endif
