@@ -18,8 +18,9 @@ demo: $(BUILD_STAMP)
 test: $(BUILD_STAMP)
 	$(PY) -m pytest -n $(MAX_JOBS) $(PYTEST_ARGS)
 
+# Three whole passes over the suite: the results are their geometric means (a noisy machine).
 bench: $(BUILD_STAMP)
-	$(PY) -m eml_ops bench $(BENCH_ARGS)
+	$(PY) -m eml_ops bench --runs 3 $(BENCH_ARGS)
 
 lint: $(DEPS_STAMP)
 	$(PY) -m ruff check .

@@ -199,6 +199,7 @@ def test_default_suite_covers_the_issue():
         ["--modes", "sideways"],
         ["--threads", "0"],
         ["--shapes", "1x2"],
+        ["--runs", "0"],
     ],
 )
 def test_bad_options_exit_2(argv: list[str], tmp_path: Path):
@@ -291,3 +292,197 @@ def test_unknown_dtype_exits_2(tmp_path: Path):
     with pytest.raises(SystemExit) as info:
         bench.main(["--dtype", "float32,int8", "--out", str(tmp_path)])
     assert info.value.code == 2
+
+
+# --runs N: every run's rows kept, per-shape geometric means over runs, shapes below 1.0x.
+
+
+def _row(candidate: str, shape: str, speedup: float, run: int, gflops: float = 1.0,
+         mode: str = "forward", threads: int = 1, max_error: float = 0.0) -> suite.Row:
+    m, k, n = (int(p) for p in shape.split("x"))
+    return suite.Row(
+        mode=mode, shape=shape, m=m, k=k, n=n, kind="custom", threads=threads,
+        candidate=candidate, inner=1, median_s=1e-3 / speedup, samples_s=[1e-3 / speedup],
+        gflops=gflops, speedup=speedup, fraction_of_peak=gflops / 100, max_error=max_error,
+        run=run,
+    )  # fmt: skip
+
+
+def test_combine_runs_takes_geometric_means_over_runs():
+    rows = [
+        _row("F.linear", "8x8x8", 1.0, run=0), _row("blocked", "8x8x8", 0.8, 0, gflops=2.0),
+        _row("F.linear", "8x8x8", 1.0, run=1), _row("blocked", "8x8x8", 1.25, 1, gflops=8.0),
+        _row("F.linear", "8x8x8", 1.0, run=2),
+        _row("blocked", "8x8x8", 1.0, 2, gflops=4.0, max_error=1e-6),
+    ]  # fmt: skip
+    combined = {c.candidate: c for c in stats.combine_runs(rows)}
+    assert list(combined) == ["F.linear", "blocked"]
+    blocked = combined["blocked"]
+    assert blocked.runs == 3 and blocked.shape == "8x8x8" and blocked.m == 8
+    assert math.isclose(blocked.speedup, 1.0)  # (0.8 * 1.25 * 1.0) ** (1/3)
+    assert (blocked.speedup_min, blocked.speedup_max) == (0.8, 1.25)
+    assert math.isclose(blocked.gflops, 4.0)  # (2 * 8 * 4) ** (1/3)
+    assert math.isclose(blocked.fraction_of_peak, 0.04)
+    assert blocked.max_error == 1e-6
+    assert combined["F.linear"].speedup == 1.0 and combined["F.linear"].runs == 3
+
+
+def test_one_run_combines_to_its_own_values_exactly():
+    rows = [_row("F.linear", "3x5x7", 1.0, 0), _row("tpp", "3x5x7", 0.7310001, 0, gflops=0.3)]
+    tpp = stats.combine_runs(rows)[1]
+    assert (tpp.speedup, tpp.speedup_min, tpp.speedup_max) == (0.7310001,) * 3
+    assert tpp.gflops == 0.3 and tpp.runs == 1
+    assert stats.speedup_text(0.7310001, [0.7310001] * 2, 1, ".2f", "x") == "0.73x"
+    assert stats.speedup_text(0.9, [0.8, 0.95], 3, ".2f", "x") == "0.90x [0.80-0.95]"
+
+
+def test_summary_over_runs_and_shapes_below_one():
+    """The summary comes from the per-shape geomeans; shapes below 1.0x are listed by name."""
+    speedups = {  # per shape, per run
+        "1x16x16": [0.9, 1.2],  # geomean 1.039: not below
+        "32x128x128": [0.98, 1.01],  # 0.995: below, though each run rounds to 1.0
+        "64x128x128": [0.5, 0.5],  # 0.5: the worst
+        "256x256x256": [1.0, 1.0],  # exactly 1.0: not below
+    }
+    rows = []
+    for run in range(2):
+        for shape, values in speedups.items():
+            rows += [_row("F.linear", shape, 1.0, run), _row("blocked", shape, values[run], run)]
+            rows += [_row("tpp", shape, 2.0, run)]
+    summary = {s["backend"]: s for s in stats.summarize(rows)}
+    blocked = summary["blocked"]
+    assert blocked["runs"] == 2 and blocked["shapes"] == 4
+    per_shape = {shape: math.sqrt(a * b) for shape, (a, b) in speedups.items()}
+    assert math.isclose(blocked["geomean_speedup"], stats.geomean(per_shape.values()))
+    assert blocked["worst_shape"] == "64x128x128" and blocked["worst_speedup"] == 0.5
+    assert blocked["worst_speedup_range"] == [0.5, 0.5]
+    assert [b["shape"] for b in blocked["below_1x"]] == ["32x128x128", "64x128x128"]
+    assert math.isclose(blocked["below_1x"][0]["speedup"], math.sqrt(0.98 * 1.01))
+    assert blocked["below_1x"][0]["speedup_range"] == [0.98, 1.01]
+    assert summary["tpp"]["below_1x"] == []
+
+    lines = stats.summary_lines(rows, list(summary.values()))
+    assert any("blocked" in line and "(4 shapes, geomean of 2 runs), worst 0.50x [0.50-0.50] "
+               "at 64x128x128" in line for line in lines)
+    assert any(line.endswith("blocked    below 1.0x on 2 of 4 shapes: 32x128x128 0.995x "
+                             "[0.980-1.010], 64x128x128 0.500x [0.500-0.500]") for line in lines)
+    assert any(line.endswith("tpp        every shape at 1.0x or better (4 shapes)")
+               for line in lines)
+
+
+def test_tables_show_the_range_across_runs():
+    rows = [
+        _row("F.linear", "8x8x8", 1.0, 0), _row("blocked", "8x8x8", 0.8, 0, gflops=2.0),
+        _row("F.linear", "8x8x8", 1.0, 1), _row("blocked", "8x8x8", 1.25, 1, gflops=8.0),
+    ]  # fmt: skip
+    config = suite.Config(
+        modes=["forward"], backends=["blocked"], threads=[1], shapes=[suite.Shape(8, 8, 8)],
+        repeats=1, min_time=0.0, dtypes=[suite.DTYPES["float32"]], out=Path("."), plot=False,
+        runs=2,
+    )  # fmt: skip
+    [(title, header, body)] = report.tables(rows, config)
+    assert header[-2:] == ["blocked GFLOP/s", "blocked speed-up"]
+    assert body == [["8x8x8", "custom", "float32", "1.0", "1", "4.0", "1.00 [0.80-1.25]"]]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A ``--quick --runs 2`` run, forward on one thread (kept small), and its console output."""
+    out = tmp_path_factory.mktemp("bench_runs")
+    argv = ["--quick", "--runs", "2", "--modes", "forward", "--threads", "1", "--out", str(out)]
+    done = subprocess.run([sys.executable, "-m", "eml_ops", "bench", *argv],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return out, done.stdout
+
+
+def test_two_runs_keep_every_row_and_combine_them(two_runs: tuple[Path, str]):
+    out, stdout = two_runs
+    data = json.loads((out / "bench.json").read_text())
+    meta = data["metadata"]
+    assert meta["runs"] == 2
+    by_key: dict[tuple, list[dict]] = {}
+    for r in data["rows"]:
+        by_key.setdefault((r["mode"], r["shape"], r["threads"], r["dtype"], r["candidate"]),
+                          []).append(r)
+    assert by_key and all(sorted(r["run"] for r in group) == [0, 1] for group in by_key.values())
+    combined = {(c["mode"], c["shape"], c["threads"], c["dtype"], c["candidate"]): c
+                for c in data["combined"]}
+    assert set(combined) == set(by_key)
+    for key, group in by_key.items():
+        c = combined[key]
+        speedups = [r["speedup"] for r in group]
+        assert math.isclose(c["speedup"], math.sqrt(speedups[0] * speedups[1]), rel_tol=1e-12)
+        assert [c["speedup_min"], c["speedup_max"]] == sorted(speedups)
+        assert math.isclose(c["gflops"], math.sqrt(group[0]["gflops"] * group[1]["gflops"]),
+                            rel_tol=1e-12)
+    for s in data["summary"]:
+        group = [c for key, c in combined.items()
+                 if (key[0], key[2], key[3], key[4]) ==
+                 (s["mode"], s["threads"], s["dtype"], s["backend"])]
+        assert s["runs"] == 2 and s["shapes"] == len(group) == len(meta["shapes"])
+        assert math.isclose(s["geomean_speedup"], stats.geomean(c["speedup"] for c in group))
+        assert s["worst_speedup"] == min(c["speedup"] for c in group)
+        assert [b["shape"] for b in s["below_1x"]] == [c["shape"] for c in group
+                                                        if c["speedup"] < 1.0]
+        listed = "below 1.0x on" if s["below_1x"] else "every shape at 1.0x or better"
+        assert sum(s["backend"] in line and listed in line for line in stdout.splitlines()) >= 1
+    text = (out / "bench.md").read_text()
+    assert "2 runs, each a whole pass over the suite" in text
+    assert "geomean of 2 runs" in stdout and "geomean of 2 runs" in text
+    assert " [" in text.split("## forward, 1 thread")[1].split("##")[0]  # ranges in the table
+
+
+def test_call_overhead_rows(two_runs: tuple[Path, str]):
+    """The overhead table: every (mode, tiny shape), PyTorch, each backend and the op; us."""
+    out, stdout = two_runs
+    meta = json.loads((out / "bench.json").read_text())["metadata"]
+    entries = meta["call_overhead"]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for e in entries:
+        groups.setdefault((e["mode"], e["shape"]), []).append(e)
+    assert list(groups) == [(mode, shape.label) for mode in suite.OVERHEAD_MODES
+                            for shape in suite.OVERHEAD_SHAPES]
+    assert ("forward", "1x1x1") in groups and ("train", "1x16x16") in groups
+    for (mode, _), group in groups.items():
+        names = [e["candidate"] for e in group]
+        assert names == [suite.BASELINE[mode], *meta["backends"], suite.OPS_CANDIDATE]
+        base = group[0]
+        assert base["backend"] is None and base["diff_us"] == 0.0
+        assert group[-1]["backend"] in meta["backends"]  # the op runs on the default backend
+        for e in group:
+            assert e["threads"] == 1 and e["dtype"] == "float32"
+            assert len(e["samples_s"]) == meta["repeats"] and e["inner"] >= 1
+            # Units: microseconds from the samples' seconds, difference to PyTorch's.
+            assert math.isclose(e["us_per_call"], 1e6 * statistics.median(e["samples_s"]))
+            assert math.isclose(e["diff_us"], e["us_per_call"] - base["us_per_call"])
+    text = (out / "bench.md").read_text()
+    assert "## Call overhead" in text and "| torch.ops.eml.linear diff us |" in text
+    for mode, shape in groups:
+        assert f"| {mode} | {shape} |" in text
+        assert f"call overhead, {mode} {shape}, 1 thread:" in stdout
+    assert "Call overhead, 1 thread, float32" in stdout
+
+
+def test_call_overhead_on_by_default_and_off_on_request(data: dict, tmp_path: Path):
+    assert {e["mode"] for e in data["metadata"]["call_overhead"]} == set(suite.OVERHEAD_MODES)
+    assert bench.main([
+        "--modes", "train", "--backends", "aten", "--threads", "1", "--shapes", "3x5x7",
+        "--repeats", "1", "--min-time", "0", "--no-overhead", "--no-plot", "--out", str(tmp_path),
+    ]) == 0  # fmt: skip
+    meta = json.loads((tmp_path / "bench.json").read_text())["metadata"]
+    assert "call_overhead" not in meta
+    assert "## Call overhead" not in (tmp_path / "bench.md").read_text()
+
+
+def test_skipped_once_over_runs(tmp_path: Path):
+    # 1x1024x1025 is past the reference backend's limit: skipped, and listed once, not per run.
+    assert bench.main([
+        "--modes", "forward", "--backends", "reference,aten", "--threads", "1",
+        "--shapes", "1x1024x1025", "--runs", "2", "--repeats", "1", "--min-time", "0",
+        "--no-overhead", "--no-plot", "--out", str(tmp_path),
+    ]) == 0  # fmt: skip
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert [s["candidate"] for s in data["metadata"]["skipped"]] == ["reference"]
+    assert sorted((r["candidate"], r["run"]) for r in data["rows"]) == [
+        ("F.linear", 0), ("F.linear", 1), ("aten", 0), ("aten", 1)]

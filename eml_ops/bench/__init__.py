@@ -10,6 +10,14 @@ count calibrated once so that one sample lasts at least ``--min-time`` seconds, 
 timed round-robin (baseline, backend A, backend B, ...) ``--repeats`` times. The reported
 time per call is the median over the samples.
 
+``--runs N`` (``make bench``: 3) times the whole suite N times, one pass after another, so
+that the noise of a shared machine and its slow drifts average out. bench.json keeps every
+run's rows (field ``run``) and, under ``combined``, per (mode, shape, threads, dtype,
+candidate) the geometric means over the runs of the speed-up (each against PyTorch in the same
+run) and of GFLOP/s, with the speed-up's min and max across runs. The tables, the plot and the
+summary (geometric mean over shapes, worst shape, and the shapes below 1.0x, listed per
+backend) are computed from those per-shape means; with one run they are that run's values.
+
 ``--dtype float32,bfloat16,float16`` runs every case in each dtype (float32 alone by default;
 float64 too): the tables list the dtypes of a shape next to each other, with each backend's
 throughput relative to its own float32 throughput, and the plot has one row per dtype.
@@ -21,6 +29,13 @@ summary are also printed. Nothing here asserts anything about speed.
 With mode ``forward``, a last table times two Python threads calling at once (one intra-op
 thread each), as an inference server's thread pool would: the eager path releases the GIL,
 so its throughput should scale as ``F.linear``'s does.
+
+The call-overhead table (on by default, a few seconds; ``--no-overhead`` skips it) times one
+call at 1x1x1 and 1x16x16 on one thread in float32, forward and training step: ``F.linear`` /
+``nn.Linear`` against ``eml_ops.linear`` / ``eml_ops.Layer`` on each backend and
+``torch.ops.eml.linear`` (the dispatcher path of scripted and compiled code), in microseconds
+per call and as the difference to PyTorch's, timed like the rest (many calls per sample, the
+median of interleaved samples).
 
 One job per module: :mod:`.suite` (what is measured), :mod:`.candidates` (the implementations),
 :mod:`.timing`, :mod:`.stats`, :mod:`.report` (tables, bench.md), :mod:`.plot` (bench.png) and

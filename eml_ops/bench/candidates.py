@@ -1,7 +1,7 @@
 """The implementations timed against each other, on shared inputs.
 
 F.linear / an nn.Linear training step (the baselines) and the same work through eml_ops on
-each backend.
+each backend; for the call-overhead table also ``torch.ops.eml.linear`` called from Python.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import nn
 
 import eml_ops
 
-from .suite import BASELINE, Shape
+from .suite import BASELINE, OPS_CANDIDATE, Shape
 
 
 # A candidate: ``run()`` does one call (the timed work), ``result()`` one call whose outputs
@@ -43,14 +43,22 @@ def selected(backend: str | None) -> Iterator[None]:
             yield
 
 
-def forward_candidates(
-    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
-) -> list[Candidate]:
-    """``F.linear(x, w, b)`` and ``eml_ops.linear(x, w, b)`` per backend, without grad."""
+def _forward_inputs(
+    shape: Shape, dtype: torch.dtype, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random ``x``, ``w``, ``b`` of ``shape`` (``w`` scaled by 1/sqrt(K)); no grad required."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(shape.m, shape.k, generator=gen, dtype=dtype)
     w = torch.randn(shape.n, shape.k, generator=gen, dtype=dtype) / math.sqrt(shape.k)
     b = torch.randn(shape.n, generator=gen, dtype=dtype)
+    return x, w, b
+
+
+def forward_candidates(
+    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
+) -> list[Candidate]:
+    """``F.linear(x, w, b)`` and ``eml_ops.linear(x, w, b)`` per backend, without grad."""
+    x, w, b = _forward_inputs(shape, dtype, seed)
 
     def make(
         fn: Callable[..., torch.Tensor],
@@ -92,13 +100,26 @@ def _train_step(
     return run, result
 
 
+class OpsLinear(nn.Linear):
+    """``nn.Linear`` whose forward calls ``torch.ops.eml.linear``, the dispatcher op.
+
+    That is the path scripted and compiled code takes (``eml_ops.Layer`` in eager mode calls
+    ``eml::linear`` from C++ instead, skipping the Python cost of a ``torch.ops`` call).
+    """
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """Return ``torch.ops.eml.linear(input, weight, bias)``."""
+        return torch.ops.eml.linear(input, self.weight, self.bias)
+
+
 def train_candidates(
-    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
+    shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int, ops: bool = False
 ) -> list[Candidate]:
     """Build a training step through ``nn.Linear`` and through ``eml_ops.Layer`` per backend.
 
     All layers start from the same weight and bias (copies); all steps use the same input
-    (``requires_grad=True``) and the same output gradient.
+    (``requires_grad=True``) and the same output gradient. ``ops``: also a step through
+    :class:`OpsLinear` (``torch.ops.eml.linear``, on the default backend), last.
     """
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(shape.m, shape.k, generator=gen, dtype=dtype).requires_grad_(True)
@@ -109,6 +130,10 @@ def train_candidates(
         layer = eml_ops.Layer(shape.k, shape.n, bias=True, dtype=dtype)
         layer.load_state_dict(baseline.state_dict())
         out.append(Candidate(name, name, *_train_step(layer, x, grad)))
+    if ops:
+        module = OpsLinear(shape.k, shape.n, bias=True, dtype=dtype)
+        module.load_state_dict(baseline.state_dict())
+        out.append(Candidate(OPS_CANDIDATE, None, *_train_step(module, x, grad)))
     return out
 
 
@@ -138,6 +163,30 @@ def mlp_candidates(
         model = eml_ops.replace_linear(copy.deepcopy(baseline))
         out.append(Candidate(name, name, *_train_step(model, x, grad, autocast)))
     return out
+
+
+def overhead_candidates(mode: str, shape: Shape, backends: Sequence[str]) -> list[Candidate]:
+    """Build the call-overhead candidates of ``mode`` on a tiny float32 ``shape``.
+
+    Forward: ``F.linear``, ``eml_ops.linear`` per backend and ``torch.ops.eml.linear``, called
+    as they are (the inputs do not require grad, so no graph is recorded; no ``no_grad``
+    block, whose cost would be part of every call). Train: the training steps of
+    :func:`train_candidates`, plus one through :class:`OpsLinear`. ``torch.ops.eml.linear``
+    runs on the default backend.
+    """
+    if mode == "train":
+        return train_candidates(shape, backends, torch.float32, seed=0, ops=True)
+    x, w, b = _forward_inputs(shape, torch.float32, seed=0)
+
+    def make(name: str, backend: str | None, fn: Callable[..., torch.Tensor]) -> Candidate:
+        def run() -> torch.Tensor:
+            return fn(x, w, b)
+
+        return Candidate(name, backend, run, lambda: [run()])
+
+    out = [make(BASELINE["forward"], None, F.linear)]
+    out += [make(name, name, eml_ops.linear) for name in backends]
+    return [*out, make(OPS_CANDIDATE, None, torch.ops.eml.linear)]
 
 
 def max_relative_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> float:

@@ -1,7 +1,8 @@
 """The command line of ``python -m eml_ops bench``.
 
-Options into a :class:`~eml_ops.bench.suite.Config`, the run (peaks, every case with a
-progress bar, the Python-threads table), and the files it writes.
+Options into a :class:`~eml_ops.bench.suite.Config`, the run (peaks, ``--runs`` passes over
+every case with a progress bar, the Python-threads and call-overhead tables), and the files
+it writes.
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=_int_list, help="thread counts, e.g. 1,2 (default: 1 and all cores)"
     )
     parser.add_argument("--repeats", type=int, help="interleaved samples per candidate")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="whole passes over the suite, one after another; results are their geometric "
+        "means, with each speed-up's min-max across runs (default 1)",
+    )
     parser.add_argument("--shapes", type=parse_shapes, help="custom shapes MxKxN,... (M=batch)")
     parser.add_argument(
         "--min-time", type=float, help="seconds one sample lasts at least (default 0.02)"
@@ -102,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=Path("results"), help="results folder")
     parser.add_argument("--no-plot", action="store_true", help="do not write bench.png")
+    parser.add_argument(
+        "--no-overhead",
+        action="store_true",
+        help="skip the call-overhead table (us per call at 1x1x1 and 1x16x16, 1 thread)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     return parser
 
@@ -133,8 +146,8 @@ def make_config(argv: Sequence[str]) -> Config:
     unknown_dtypes = [name for name in args.dtype if name not in DTYPES]
     if not args.dtype or unknown_dtypes:
         parser.error(f"--dtype takes a comma-separated subset of {list(DTYPES)}")
-    if repeats < 1 or min_time < 0:
-        parser.error("--repeats must be >= 1 and --min-time >= 0")
+    if repeats < 1 or min_time < 0 or args.runs < 1:
+        parser.error("--repeats and --runs must be >= 1 and --min-time >= 0")
     shapes = args.shapes or (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)
     return Config(
         modes=modes,
@@ -148,6 +161,8 @@ def make_config(argv: Sequence[str]) -> Config:
         plot=not args.no_plot,
         seed=args.seed,
         python_threads_shape=QUICK_PYTHON_THREADS_SHAPE if args.quick else PYTHON_THREADS_SHAPE,
+        runs=args.runs,
+        overhead=not args.no_overhead,
     )
 
 
@@ -170,19 +185,28 @@ def fma_peaks(dtypes: Sequence[torch.dtype]) -> dict[str, float]:
 
 
 def run(config: Config) -> tuple[dict[str, Any], list[Row], list[dict[str, Any]]]:
-    """Measure the peaks, then every case with a progress bar; metadata, rows and summary."""
+    """Measure the peaks, then ``config.runs`` passes over every case with a progress bar.
+
+    Then the 2-Python-threads table (mode forward) and the call overhead, once each.
+    Returns the metadata, the rows of every run and the summary.
+    """
     from tqdm import tqdm
 
     peaks = fma_peaks(config.dtypes)
     rows: list[Row] = []
-    todo = cases(config)
+    # Whole passes one after another, so that a slow drift of the machine averages out.
+    todo = [(index, case) for index in range(config.runs) for case in cases(config)]
     with tqdm(todo, desc="bench", unit="case", file=sys.stderr, dynamic_ncols=True) as bar:
-        for mode, shape, threads, dtype in bar:
-            bar.set_postfix_str(f"{mode} {shape.label} t={threads} {dtype_name(dtype)}")
-            rows += timing.bench_case(mode, shape, threads, dtype, config, peaks[dtype_name(dtype)])
+        for run_index, (mode, shape, threads, dtype) in bar:
+            of_runs = f"run {run_index + 1}/{config.runs} " if config.runs > 1 else ""
+            bar.set_postfix_str(f"{of_runs}{mode} {shape.label} t={threads} {dtype_name(dtype)}")
+            peak = peaks[dtype_name(dtype)]
+            rows += timing.bench_case(mode, shape, threads, dtype, config, peak, run_index)
     meta = report.metadata(config, peaks)
     if "forward" in config.modes:
         meta["python_threads"] = timing.bench_python_threads(config.python_threads_shape, config)
+    if config.overhead:
+        meta["call_overhead"] = timing.bench_call_overhead(config)
     return meta, rows, stats.summarize(rows)
 
 
@@ -196,9 +220,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if meta.get("python_threads"):
         scaling = ", ".join(f"{r['candidate']} {r['scaling']:.2f}x" for r in meta["python_threads"])
         lines.append(f"2 Python threads (1 intra-op thread), throughput over 1: {scaling}")
+    lines += stats.overhead_lines(meta.get("call_overhead", []))
 
     config.out.mkdir(parents=True, exist_ok=True)
-    payload = {"metadata": meta, "rows": [asdict(r) for r in rows], "summary": summary}
+    payload = {
+        "metadata": meta,
+        "rows": [asdict(r) for r in rows],
+        "combined": [asdict(c) for c in stats.combine_runs(rows)],
+        "summary": summary,
+    }
     (config.out / "bench.json").write_text(json.dumps(payload, indent=1) + "\n")
     report.write_markdown(config.out / "bench.md", meta, rows, config, lines)
     if config.plot:
@@ -214,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         header, body = report.python_threads_table(meta["python_threads"])
         print(f"\n2 Python threads, forward {meta['python_threads'][0]['shape']} "
               f"{meta['dtypes'][0]}, 1 intra-op thread\n{report.text_table(header, body)}")
+    if meta.get("call_overhead"):
+        header, body = report.overhead_table(meta["call_overhead"])
+        print(f"\n{report.overhead_title(meta['call_overhead'])}\n"
+              f"{report.text_table(header, body)}")
     print("\nSummary")
     print("\n".join(lines))
     print(f"\n{meta['elapsed_s']:.0f} s; results in {config.out}/")

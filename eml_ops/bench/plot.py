@@ -6,13 +6,15 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from .stats import combine_runs
 from .suite import BASELINE, Config, Row, dtype_name
 
 
 def write_plot(path: Path, rows: Sequence[Row], config: Config) -> None:
     """Write ``bench.png``: speed-up over PyTorch per shape and backend.
 
-    One panel per (mode, dtype) row and threads column.
+    One panel per (mode, dtype) row and threads column. With several runs, the bars are the
+    geometric means over the runs and the error bars their min-max.
     """
     import matplotlib
 
@@ -31,13 +33,22 @@ def write_plot(path: Path, rows: Sequence[Row], config: Config) -> None:
     for i, (mode, dtype) in enumerate(panels):
         for j, threads in enumerate(config.threads):
             ax = axes[i][j]
-            here = [r for r in rows if r.mode == mode and r.threads == threads and r.dtype == dtype]
+            here = [
+                r
+                for r in combine_runs(rows)
+                if r.mode == mode and r.threads == threads and r.dtype == dtype
+            ]
             labels = [s.label for s in config.shapes if any(r.shape == s.label for r in here)]
             for b, name in enumerate(config.backends):
-                speed = {r.shape: r.speedup for r in here if r.candidate == name}
+                found = {r.shape: r for r in here if r.candidate == name}
                 xs = [x + (b - (len(config.backends) - 1) / 2) * width for x in range(len(labels))]
-                ys = [speed.get(label, math.nan) for label in labels]
-                ax.bar(xs, ys, width, label=name)
+                shown = [found.get(label) for label in labels]
+                ys = [r.speedup if r else math.nan for r in shown]
+                # Error bars: distances from the bar down to the min and up to the max.
+                low = [r.speedup - r.speedup_min if r else 0.0 for r in shown]
+                high = [r.speedup_max - r.speedup if r else 0.0 for r in shown]
+                errors = [low, high] if config.runs > 1 else None
+                ax.bar(xs, ys, width, label=name, yerr=errors, capsize=2)
             ax.axhline(1.0, color="black", linewidth=1)
             ax.set_xticks(range(len(labels)))
             ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)

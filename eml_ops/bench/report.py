@@ -16,8 +16,8 @@ import torch
 
 import eml_ops
 
-from .stats import float32_ratios
-from .suite import BASELINE, FLOP_FACTOR, Config, Row, dtype_name
+from .stats import combine_runs, float32_ratios, speedup_text
+from .suite import BASELINE, FLOP_FACTOR, OPS_CANDIDATE, Config, Row, dtype_name
 
 
 def cpu_model() -> str:
@@ -54,6 +54,7 @@ def metadata(config: Config, peaks_1core: dict[str, float]) -> dict[str, Any]:
         "shapes": [asdict(shape) for shape in config.shapes],
         "repeats": config.repeats,
         "min_time_s": config.min_time,
+        "runs": config.runs,
         "baseline": BASELINE,
         "flop_factor": FLOP_FACTOR,
         "skipped": config.skipped,
@@ -72,6 +73,37 @@ def python_threads_table(results: Sequence[dict[str, Any]]) -> tuple[list[str], 
     return header, body
 
 
+def overhead_table(entries: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the call-overhead table: one row per (mode, shape).
+
+    PyTorch's us per call, then per other candidate its us per call and the difference.
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in entries:
+        groups.setdefault((entry["mode"], entry["shape"]), []).append(entry)
+    names = [entry["candidate"] for entry in next(iter(groups.values()))[1:]]
+    header = ["mode", "shape", "PyTorch", "PyTorch us"]
+    for name in names:
+        header += [f"{name} us", f"{name} diff us"]
+    body = []
+    for (mode, shape), (base, *others) in groups.items():
+        line = [mode, shape, base["candidate"], f"{base['us_per_call']:.2f}"]
+        for entry in others:
+            line += [f"{entry['us_per_call']:.2f}", f"{entry['diff_us']:+.2f}"]
+        body.append(line)
+    return header, body
+
+
+def overhead_title(entries: Sequence[dict[str, Any]]) -> str:
+    """Title the call-overhead table: what is timed, and on which backend the op runs."""
+    ops_backend = next((e["backend"] for e in entries if e["candidate"] == OPS_CANDIDATE), None)
+    return (
+        "Call overhead, 1 thread, float32: us per call of F.linear / an nn.Linear training step "
+        "(PyTorch), and of eml_ops.linear / an eml_ops.Layer step per backend and "
+        f"{OPS_CANDIDATE} (dispatcher path, on {ops_backend}); diff: minus PyTorch's us"
+    )
+
+
 def _cell(value: float, fmt: str) -> str:
     """Format a number, or a dash for a missing one."""
     return "-" if math.isnan(value) else format(value, fmt)
@@ -80,12 +112,15 @@ def _cell(value: float, fmt: str) -> str:
 def tables(rows: Sequence[Row], config: Config) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table per (mode, threads): title, header, rows (shape, dtype, GFLOP/s, speed-ups).
 
-    A shape's dtypes are rows next to each other. When the run has float32 and other dtypes,
-    each backend also gets its throughput relative to its own float32 throughput ("/ f32").
+    From the runs combined: geometric means over the runs, and with several runs each
+    speed-up's ``[min-max]`` across them. A shape's dtypes are rows next to each other. When
+    the run has float32 and other dtypes, each backend also gets its throughput relative to
+    its own float32 throughput ("/ f32").
     """
     names = [dtype_name(dtype) for dtype in config.dtypes]
     with_ratio = "float32" in names and len(names) > 1
-    ratios = float32_ratios(rows)
+    results = combine_runs(rows)
+    ratios = float32_ratios(results)
     result = []
     for mode in config.modes:
         for threads in config.threads:
@@ -98,7 +133,7 @@ def tables(rows: Sequence[Row], config: Config) -> list[tuple[str, list[str], li
             for shape, dtype in ((shape, dtype) for shape in config.shapes for dtype in names):
                 found = {
                     r.candidate: r
-                    for r in rows
+                    for r in results
                     if r.mode == mode and r.threads == threads and r.shape == shape.label
                     and r.dtype == dtype
                 }
@@ -112,11 +147,14 @@ def tables(rows: Sequence[Row], config: Config) -> list[tuple[str, list[str], li
                     f"{100 * found[base].fraction_of_peak:.0f}",
                 ]
                 for name in config.backends:
-                    row = found.get(name)
+                    measured = found.get(name)
                     line += [
-                        _cell(row.gflops if row else math.nan, ".1f"),
-                        _cell(row.speedup if row else math.nan, ".2f"),
-                    ]
+                        _cell(measured.gflops, ".1f") if measured else "-",
+                        speedup_text(
+                            measured.speedup, (measured.speedup_min, measured.speedup_max),
+                            measured.runs, ".2f",
+                        ) if measured else "-",
+                    ]  # fmt: skip
                     if with_ratio:
                         ratio = ratios.get((mode, shape.label, threads, dtype, name), math.nan)
                         line.append(_cell(ratio, ".2f"))
@@ -162,6 +200,14 @@ def write_markdown(
         "PyTorch). Flops: forward 2MNK, train step 6MNK. Shapes are MxKxN (batch x in x out). "
         "/ f32: a backend's throughput in that dtype over its own float32 throughput.",
     ]
+    if config.runs > 1:
+        parts += [
+            "",
+            f"{config.runs} runs, each a whole pass over the suite, one after another: a "
+            "shape's speed-up and GFLOP/s are the geometric means over the runs (each "
+            "speed-up against PyTorch in the same run), [min-max]: the speed-up's range "
+            "across the runs. The summary is computed from these geometric means.",
+        ]
     for title, header, body in tables(rows, config):
         parts += ["", f"## {title}", "", markdown_table(header, body, text_columns=3)]
     if config.skipped:
@@ -174,5 +220,9 @@ def write_markdown(
                   "(torch.set_num_threads(1)); calls/s of one Python thread and of two calling "
                   "at once; speed-up over F.linear with two threads.", "",
                   markdown_table(header, body)]
+    if meta.get("call_overhead"):
+        header, body = overhead_table(meta["call_overhead"])
+        parts += ["", "## Call overhead", "", overhead_title(meta["call_overhead"]) + ".", "",
+                  markdown_table(header, body, text_columns=3)]
     parts += ["", "## Summary", ""] + [f"- {line}" for line in lines]
     path.write_text("\n".join(parts) + "\n")

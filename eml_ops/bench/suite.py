@@ -1,6 +1,7 @@
 """What the benchmark measures: modes, baselines, dtypes and the shape suites.
 
-Also the run's settings (:class:`Config`) and the record of one measurement (:class:`Row`).
+Also the run's settings (:class:`Config`), the record of one measurement (:class:`Row`) and
+of one candidate on one shape over all runs (:class:`Combined`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,12 @@ QUICK_SHAPES = _suite([(4, 32, 16, "tiny"), (33, 77, 65, "odd"), (64, 128, 96, "
 # The shape timed with 2 Python threads (--quick: a small one).
 PYTHON_THREADS_SHAPE = Shape(256, 1024, 1024, "square", ("forward",))
 QUICK_PYTHON_THREADS_SHAPE = Shape(64, 128, 96, "small", ("forward",))
+# The call-overhead table: shapes so small that a call's time is nearly all overhead, timed on
+# one thread in float32 (forward and training step).
+OVERHEAD_SHAPES = (Shape(1, 1, 1, "tiny"), Shape(1, 16, 16, "tiny"))
+OVERHEAD_MODES = ("forward", "train")
+# The candidate calling the dispatcher op from Python, as scripted and compiled code does.
+OPS_CANDIDATE = "torch.ops.eml.linear"
 
 
 @dataclass
@@ -133,6 +140,35 @@ class Row:
     fraction_of_peak: float
     max_error: float
     dtype: str = "float32"
+    # Which pass over the suite measured it (0 to runs - 1; see Config.runs).
+    run: int = 0
+
+
+@dataclass
+class Combined:
+    """One candidate on one (mode, shape, threads, dtype) over every run: geometric means.
+
+    With a single run, the values are that run's row's.
+    """
+
+    mode: str
+    shape: str
+    m: int
+    k: int
+    n: int
+    kind: str
+    threads: int
+    dtype: str
+    candidate: str
+    runs: int
+    median_s: float
+    gflops: float
+    speedup: float
+    speedup_min: float
+    speedup_max: float
+    fraction_of_peak: float
+    # The largest over the runs.
+    max_error: float
 
 
 @dataclass
@@ -151,6 +187,10 @@ class Config:
     seed: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     python_threads_shape: Shape = PYTHON_THREADS_SHAPE
+    # Whole passes over the suite, one after another (the results are their geometric means).
+    runs: int = 1
+    # Whether to time the call overhead at tiny shapes (see OVERHEAD_SHAPES).
+    overhead: bool = True
 
 
 def skip_reason(backend: str, shape: Shape) -> str | None:

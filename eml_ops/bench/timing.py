@@ -1,6 +1,7 @@
 """Timing: calibrated inner repeat counts and round-robin samples.
 
-One (mode, shape, threads, dtype) case becomes rows; and the two-Python-threads throughput.
+One (mode, shape, threads, dtype) case becomes rows; also the two-Python-threads throughput
+and the call overhead at tiny shapes.
 """
 
 from __future__ import annotations
@@ -15,15 +16,32 @@ from typing import Any
 
 import torch
 
+import eml_ops
+
 from .candidates import (
     Candidate,
     forward_candidates,
     max_relative_error,
     mlp_candidates,
+    overhead_candidates,
     selected,
     train_candidates,
 )
-from .suite import FLOP_FACTOR, Config, Row, Shape, dtype_name, skip_reason
+from .suite import (
+    FLOP_FACTOR,
+    OPS_CANDIDATE,
+    OVERHEAD_MODES,
+    OVERHEAD_SHAPES,
+    Config,
+    Row,
+    Shape,
+    dtype_name,
+    skip_reason,
+)
+
+# Seconds one sample of the call-overhead table lasts at least, at most: thousands of calls
+# of a microsecond or two, plenty for a stable median while the table stays a few seconds.
+OVERHEAD_MAX_MIN_TIME = 0.01
 
 
 def time_calls(fn: Callable[[], object], n: int) -> float:
@@ -70,28 +88,29 @@ def measure(candidates: Sequence[Candidate], repeats: int, min_time: float) -> d
 
 def bench_case(
     mode: str, shape: Shape, threads: int, dtype: torch.dtype, config: Config,
-    peak_1core: float,
+    peak_1core: float, run: int = 0,
 ) -> list[Row]:
     """Measure all candidates on one (mode, shape, threads, dtype); rows with speed-ups.
 
-    ``peak_1core``: the single-core FMA peak the dtype's arithmetic runs at (GFLOP/s).
+    ``peak_1core``: the single-core FMA peak the dtype's arithmetic runs at (GFLOP/s);
+    ``run``: the index of the pass over the suite, recorded in the rows.
     """
     backends = []
     for name in config.backends:
         reason = skip_reason(name, shape)
         if reason is None:
             backends.append(name)
-        else:
-            config.skipped.append(
-                {
-                    "mode": mode,
-                    "shape": shape.label,
-                    "threads": threads,
-                    "dtype": dtype_name(dtype),
-                    "candidate": name,
-                    "reason": reason,
-                }
-            )
+            continue
+        skip = {
+            "mode": mode,
+            "shape": shape.label,
+            "threads": threads,
+            "dtype": dtype_name(dtype),
+            "candidate": name,
+            "reason": reason,
+        }
+        if skip not in config.skipped:  # once, not once per run
+            config.skipped.append(skip)
     make = {"forward": forward_candidates, "train": train_candidates, "mlp": mlp_candidates}[mode]
     candidates = make(shape, backends, dtype, config.seed)
     previous_threads = torch.get_num_threads()
@@ -130,6 +149,7 @@ def bench_case(
                 fraction_of_peak=gflops / (peak_1core * threads),
                 max_error=errors[cand.name],
                 dtype=dtype_name(dtype),
+                run=run,
             )
         )
     return rows
@@ -196,3 +216,44 @@ def bench_python_threads(shape: Shape, config: Config) -> list[dict[str, Any]]:
         }
         for cand in candidates
     ]
+
+
+def bench_call_overhead(config: Config) -> list[dict[str, Any]]:
+    """Microseconds per call at the tiny :data:`OVERHEAD_SHAPES`, 1 thread, float32.
+
+    Per (mode, shape) of :data:`OVERHEAD_MODES` x :data:`OVERHEAD_SHAPES`, the candidates of
+    :func:`~eml_ops.bench.candidates.overhead_candidates` (PyTorch first) are timed like the
+    suite's (calibrated inner counts, interleaved samples, the median), with samples of at
+    most :data:`OVERHEAD_MAX_MIN_TIME` seconds. Each entry has the time per call in us and its
+    difference to PyTorch's (``diff_us``, positive: slower than PyTorch).
+    """
+    min_time = min(config.min_time, OVERHEAD_MAX_MIN_TIME)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    entries = []
+    try:
+        for mode, shape in itertools.product(OVERHEAD_MODES, OVERHEAD_SHAPES):
+            candidates = overhead_candidates(mode, shape, config.backends)
+            timing = measure(candidates, config.repeats, min_time)
+            medians = {name: statistics.median(s) for name, s in timing["samples"].items()}
+            base_us = 1e6 * medians[candidates[0].name]
+            entries += [
+                {
+                    "mode": mode,
+                    "shape": shape.label,
+                    "threads": 1,
+                    "dtype": "float32",
+                    "candidate": cand.name,
+                    # None: PyTorch's; the dispatcher op runs on the default backend.
+                    "backend": eml_ops.get_backend() if cand.name == OPS_CANDIDATE
+                    else cand.backend,
+                    "inner": timing["inner"][cand.name],
+                    "samples_s": timing["samples"][cand.name],
+                    "us_per_call": 1e6 * medians[cand.name],
+                    "diff_us": 1e6 * medians[cand.name] - base_us,
+                }
+                for cand in candidates
+            ]
+    finally:
+        torch.set_num_threads(previous_threads)
+    return entries
