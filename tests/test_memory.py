@@ -112,3 +112,42 @@ def test_rss_is_flat_over_training_steps(backend: str) -> None:
     assert growth_mib < MAX_GROWTH_MIB, f"RSS grew by {growth_mib:.1f} MiB: {report}"
     # The steps really trained (the model is fitting random targets: the loss went down).
     assert report["last_loss"] < report["first_loss"], report
+
+
+def _vm_flags_at(address: int) -> list[str]:
+    """The VmFlags of the mapping of this process that holds ``address`` (/proc/self/smaps)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first = line.split(maxsplit=1)[0]
+        if "-" in first and all(c in "0123456789abcdef-" for c in first):
+            start, end = (int(part, 16) for part in first.split("-"))
+            inside = start <= address < end
+        elif inside and first == "VmFlags:":
+            return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="transparent huge pages are Linux's")
+@pytest.mark.parametrize("backend", ["blocked", "reference"])
+def test_large_fresh_outputs_are_advised_onto_huge_pages(backend: str) -> None:
+    """A 64 MiB output and dL/dW (beyond glibc's mmap threshold) get MADV_HUGEPAGE ("hg").
+
+    The flag is set on the mapping whether or not the kernel then finds huge pages, so this
+    holds on every Linux kernel built with transparent huge pages; values are checked too.
+    """
+    import torch
+
+    x, w = torch.randn(4096, 1), torch.randn(4096, 1)
+    grad_y, row = torch.randn(1, 4096), torch.randn(1, 4096)
+    weight = torch.randn(4096, 4096)
+    with eml_ops.use_backend(backend):
+        y = eml_ops.linear(x, w)  # 4096 x 4096 from k = 1
+        _, grad_w, _ = torch.ops.eml.linear_backward(grad_y, row, weight, [False, True, False])
+    torch.testing.assert_close(y, x @ w.t())
+    torch.testing.assert_close(grad_w, grad_y.t() @ row)
+    for tensor in (y, grad_w):
+        assert tensor.nbytes >= 64 << 20
+        inside = (tensor.data_ptr() + (4 << 20)) & ~((2 << 20) - 1)  # an aligned 2 MiB page in it
+        flags = _vm_flags_at(inside)
+        if Path("/sys/kernel/mm/transparent_hugepage").exists():
+            assert "hg" in flags, flags

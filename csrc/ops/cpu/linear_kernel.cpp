@@ -13,6 +13,7 @@
 #include "gemm/gemm.h"
 #include "ops/backend.h"
 #include "ops/composite/linear_kernel.h"
+#include "ops/cpu/huge_pages.h"
 #include "ops/linear.h"
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "gemm/tpp/tpp_gemm.h"
@@ -82,6 +83,13 @@ gemm::ConstMatrixView<gemm_t<scalar_t>> matrix_view(const at::Tensor& matrix) {
           matrix.stride(1)};
 }
 
+// A fresh result for our GEMMs to write whole: large ones on huge pages (huge_pages.h).
+at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  at::Tensor result = at::empty(sizes, options);
+  advise_huge_pages(result.data_ptr(), result.nbytes());
+  return result;
+}
+
 // A freshly allocated, contiguous 2-D result.
 template <typename scalar_t>
 gemm::OutputMatrix<gemm_t<scalar_t>> output_matrix(at::Tensor& matrix) {
@@ -139,7 +147,7 @@ at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
   const at::Tensor input_2d = as_matrix(input);
   const bool has_bias = bias.has_value() && bias->defined();
   const at::Tensor bias_contiguous = has_bias ? bias->contiguous() : at::Tensor();
-  at::Tensor output = at::empty({input_2d.size(0), weight.size(0)}, input.options());
+  at::Tensor output = empty_output({input_2d.size(0), weight.size(0)}, input.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, input.scalar_type(),
                                   "eml::linear_forward", [&] {
     gemm::Epilogue<gemm_t<scalar_t>> epilogue;
@@ -164,8 +172,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
   const at::Tensor grad_2d = as_matrix(grad_output);
   const at::Tensor input_2d = as_matrix(input);
   at::Tensor grad_input, grad_weight, grad_bias;
-  if (wants_grad_input) grad_input = at::empty(input_2d.sizes(), input.options());
-  if (wants_grad_weight) grad_weight = at::empty(weight.sizes(), weight.options());
+  if (wants_grad_input) grad_input = empty_output(input_2d.sizes(), input.options());
+  if (wants_grad_weight) grad_weight = empty_output(weight.sizes(), weight.options());
   if (wants_grad_bias) grad_bias = at::empty({weight.size(0)}, weight.options());
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, input.scalar_type(),
