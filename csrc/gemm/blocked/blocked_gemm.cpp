@@ -38,7 +38,7 @@ void check_shapes(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c)
 template <typename S>
 void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                          OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
-  switch (choose_path(a, b, c.rows, c.cols, a.cols)) {
+  switch (choose_path(a, b, c.rows, c.cols, a.cols, kernels.micro_pair != nullptr)) {
     case Path::dot:
       dot_gemm(kernels, a, b, c, bias);
       break;

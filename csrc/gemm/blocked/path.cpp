@@ -27,7 +27,8 @@ bool broadcast_applies(ConstMatrixView<T> b) {
 void force_path(Path path) { g_forced_path.store(path, std::memory_order_relaxed); }
 
 template <typename T>
-Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n, int64_t k) {
+Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n, int64_t k,
+                 bool wide_packed_kernel) {
   const Path forced = g_forced_path.load(std::memory_order_relaxed);
   if (forced == Path::dot && dot_applies(a, b)) return Path::dot;
   if (forced == Path::broadcast && broadcast_applies(b)) return Path::broadcast;
@@ -39,7 +40,12 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   // Crossovers measured on Zen 3 (float; double behaves alike).
   const int64_t a_bytes = m * k * static_cast<int64_t>(sizeof(T));
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
-  if (dot_applies(a, b) && (m <= 8 || (m <= 32 && k >= 256) || n <= 8)) return Path::dot;
+  // The AVX-512 tile pairs beat the dot tiles from 16 rows on (16-32 rows x k >= 512 on
+  // Zen 5: 1.1-1.3x); AVX2's packed kernel only from 33.
+  const int64_t dot_max_rows = wide_packed_kernel ? 12 : 32;
+  if (dot_applies(a, b) && (m <= 8 || (m <= dot_max_rows && k >= 256) || n <= 8)) {
+    return Path::dot;
+  }
   if (broadcast_applies(b)) {
     // A shallow product (k of a few steps, e.g. the rank-1 dL/dW of batch 1) is bound by
     // the writes of C: read the operands in place and write C in memory order.
@@ -58,13 +64,13 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   return Path::packed;
 }
 
-template Path choose_path<float>(ConstMatrixView<float>, ConstMatrixView<float>, int64_t,
-                                 int64_t, int64_t);
-template Path choose_path<double>(ConstMatrixView<double>, ConstMatrixView<double>, int64_t,
-                                  int64_t, int64_t);
-template Path choose_path<bfloat16_t>(ConstMatrixView<bfloat16_t>, ConstMatrixView<bfloat16_t>,
-                                      int64_t, int64_t, int64_t);
-template Path choose_path<float16_t>(ConstMatrixView<float16_t>, ConstMatrixView<float16_t>,
-                                     int64_t, int64_t, int64_t);
+#define EML_INSTANTIATE_CHOOSE_PATH(T)                                                   \
+  template Path choose_path<T>(ConstMatrixView<T>, ConstMatrixView<T>, int64_t, int64_t, \
+                               int64_t, bool);
+EML_INSTANTIATE_CHOOSE_PATH(float)
+EML_INSTANTIATE_CHOOSE_PATH(double)
+EML_INSTANTIATE_CHOOSE_PATH(bfloat16_t)
+EML_INSTANTIATE_CHOOSE_PATH(float16_t)
+#undef EML_INSTANTIATE_CHOOSE_PATH
 
 }  // namespace eml::gemm::blocked
