@@ -63,7 +63,6 @@ void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S
 template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
-  using T = Acc<S>;
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   constexpr int64_t kWidth = kBroadcastCols<S>;
   // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.
