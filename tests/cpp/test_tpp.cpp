@@ -235,6 +235,79 @@ void run_typed(const Case& cs, std::mt19937& rng) {
   run_case<double>(cs, rng);
 }
 
+// ---------------------------------------------------------------- failed dispatches
+void check(bool ok, const char* what) {
+  ++g_cases;
+  if (!ok) {
+    std::printf("FAIL: %s\n", what);
+    ++g_failures;
+  }
+}
+
+// A key that fails to dispatch answers nullptr without dispatching for the next
+// kLookupsBetweenRetries - 1 lookups, then is dispatched again; a GEMM that needs it
+// returns false meanwhile (its caller falls back to another backend), then runs.
+// Failures are injected through the cache's test seam; the keys and block sizes are
+// used nowhere else, so nothing is cached for them yet.
+void test_dispatch_retry(std::mt19937& rng) {
+  using tpp::testing::dispatch_attempts;
+  using tpp::testing::fail_next_dispatches;
+  constexpr int kRetry = tpp::kLookupsBetweenRetries;
+  {
+    tpp::KernelKey key;
+    key.m = 8;
+    key.n = 5;
+    key.k = 3;
+    key.lda = 8;
+    key.ldb = 3;
+    key.ldc = 11;
+    const int64_t before = dispatch_attempts();
+    fail_next_dispatches(1);
+    check(tpp::get_kernel<float>(key) == nullptr, "an injected dispatch failure gives no kernel");
+    check(dispatch_attempts() == before + 1, "the failing lookup dispatches once");
+    bool answered_null = true;
+    for (int lookup = 1; lookup < kRetry; ++lookup)
+      answered_null = answered_null && tpp::get_kernel<float>(key) == nullptr;
+    check(answered_null, "lookups before the retry answer nullptr");
+    check(dispatch_attempts() == before + 1, "lookups before the retry do not dispatch");
+    const auto kernel = tpp::get_kernel<float>(key);
+    check(kernel != nullptr, "the retry lookup gets the kernel");
+    check(dispatch_attempts() == before + 2, "the retry lookup dispatches once");
+    check(tpp::get_kernel<float>(key) == kernel && dispatch_attempts() == before + 2,
+          "the retried kernel is cached");
+  }
+  {
+    Case cs{};
+    cs.m = 37;
+    cs.n = 29;
+    cs.k = 19;
+    cs.threads = 1;
+    cs.bias = true;
+    cs.opt.orientation = tpp::Options::kZIsC;
+    cs.opt.block_m = 24;
+    cs.opt.block_n = 11;
+    cs.opt.block_k = 19;
+    const auto a = make_matrix<float>(cs.m, cs.k, kRowMajor, rng);
+    const auto b = make_matrix<float>(cs.k, cs.n, kRowMajor, rng);
+    std::vector<float> c(size_t(cs.m * cs.n)), bias(size_t(cs.n), 1.0f);
+    Epilogue<float> ep;
+    ep.bias = bias.data();
+    auto call = [&] {
+      return tpp::gemm<float>(a->view, b->view, {c.data(), cs.m, cs.n, cs.n}, ep,
+                              std_threading(1), cs.opt);
+    };
+    const int64_t before = dispatch_attempts();
+    fail_next_dispatches(1);
+    check(!call(), "a GEMM whose kernel fails to dispatch returns false");
+    bool all_false = true;
+    for (int lookup = 1; lookup < kRetry; ++lookup) all_false = all_false && !call();
+    check(all_false, "the GEMM keeps returning false until the retry");
+    check(dispatch_attempts() == before + 1, "GEMM calls before the retry do not dispatch");
+    run_case<float>(cs, rng);  // the retry: dispatches, runs and is checked
+    check(dispatch_attempts() > before + 1, "the retrying GEMM dispatches its kernels");
+  }
+}
+
 // ---------------------------------------------------------------- the sweep
 int run_tests() {
   if (!tpp_available()) {
@@ -383,6 +456,8 @@ int run_tests() {
       ++g_failures;
     }
   }
+  // 7. A failed dispatch is retried, but not on every lookup.
+  test_dispatch_retry(rng);
   if (g_failures) {
     std::printf("test_tpp: %d of %d cases FAILED\n", g_failures.load(), g_cases.load());
     return 1;

@@ -53,6 +53,19 @@ using BrgemmKernel = void (*)(const T* p, const T* q, T* z, const unsigned long 
 template <typename T>
 BrgemmKernel<T> get_kernel(const KernelKey& key);
 
+// A key whose dispatch failed is answered nullptr, without dispatching, by the next
+// kLookupsBetweenRetries - 1 lookups (from any thread); the one after them dispatches it
+// again: a failure is neither retried on every call nor remembered forever.
+constexpr int kLookupsBetweenRetries = 64;
+
+// Test seam of the kernel cache (for tests/cpp/test_tpp.cpp; nothing else calls it).
+namespace testing {
+// Dispatches the cache has asked LIBXSMM for so far, all threads together.
+int64_t dispatch_attempts();
+// The cache's next `count` dispatches fail as if LIBXSMM could not generate the kernel.
+void fail_next_dispatches(int count);
+}  // namespace testing
+
 // ---- Packing and the other memory passes (tpp_pack.cpp) ----
 
 // dst[o*ld_dst + i] = src[o*s_outer + i*s_inner] for o < n_outer, i < n_inner.
