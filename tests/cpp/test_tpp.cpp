@@ -141,12 +141,14 @@ std::string describe(const Case& cs, const char* type) {
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d sums=%d threads=%d orient=%d "
-                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld order=%d public=%d",
+                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld order=%d avx512=%d "
+                "public=%d",
                 type, (long long)cs.m, (long long)cs.n, (long long)cs.k, layout_name(cs.layout_a),
                 layout_name(cs.layout_b), cs.bias, cs.row_sums, cs.threads, cs.opt.orientation,
                 cs.opt.force_pack_p, cs.opt.force_pack_q, (long long)cs.opt.block_m,
                 (long long)cs.opt.block_n, (long long)cs.opt.block_k,
-                (long long)cs.opt.chunk_k, cs.opt.tile_order, cs.use_public_api);
+                (long long)cs.opt.chunk_k, cs.opt.tile_order, cs.opt.avx512_plan,
+                cs.use_public_api);
   return buf;
 }
 
@@ -362,6 +364,7 @@ int run_tests() {
             cs.opt.orientation = orient;
             cs.opt.force_pack_p = packs & 1;
             cs.opt.force_pack_q = packs & 2;
+            cs.opt.avx512_plan = (la + 2 * lb + packs) % 3 - 1;  // both ISAs' plans anywhere
             cs.opt.min_parallel_flops = 0;
             run_typed(cs, rng);
           }
@@ -389,6 +392,7 @@ int run_tests() {
       cs.opt.block_k = bl[2];
       cs.opt.chunk_k = bl[3];
       cs.opt.tile_order = int(pick(3)) - 1;
+      cs.opt.avx512_plan = int(pick(3)) - 1;
       cs.opt.min_parallel_flops = 0;
       run_typed(cs, rng);
     }
@@ -409,6 +413,23 @@ int run_tests() {
         cs.use_public_api = true;
         run_typed(cs, rng);
       }
+  // 4b. Power-of-two leading dimensions (operands read in place, their columns aliasing
+  //     in L1: narrower N blocks in the AVX-512 plan), both ISAs' plans.
+  for (int which = 0; which < 3; ++which)
+    for (int avx512 = 0; avx512 <= 1; ++avx512) {
+      Case cs{};
+      cs.m = 16;
+      cs.n = 300;
+      cs.k = 1024;
+      cs.layout_a = layer[which][0];
+      cs.layout_b = layer[which][1];
+      cs.bias = which == 0;
+      cs.row_sums = which == 2;
+      cs.threads = 1 + avx512;
+      cs.opt.avx512_plan = avx512;
+      cs.opt.min_parallel_flops = 0;
+      run_typed(cs, rng);
+    }
   // 5. Concurrent callers: a shared kernel cache, per-thread scratch memory.
   {
     std::vector<std::thread> callers;

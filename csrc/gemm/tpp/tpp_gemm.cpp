@@ -54,18 +54,31 @@ double m_efficiency(int64_t rows) {
 // pattern repeats every 4 KiB) and evict each other before they are re-read, where a
 // packed copy spreads over all sets. Returns 0 (no conflict), 1 (conflict) or
 // 2 (severe: at most 8 sets in use).
-int l1_conflicts(int64_t stride_bytes, int64_t slice_bytes, int64_t count) {
-  constexpr int64_t kLine = 64, kSets = 64, kWays = 8, kPeriod = kLine * kSets;
-  const int64_t lines_per_slice = (slice_bytes + kLine - 1) / kLine + 1;  // +1: unaligned
-  int64_t g = kPeriod, s = stride_bytes % kPeriod;                         // gcd
+constexpr int64_t kL1Line = 64, kL1Sets = 64, kL1Ways = 8, kL1Period = kL1Line * kL1Sets;
+
+// How many set positions addresses `stride_bytes` apart cycle through (1: they all
+// start in the same set).
+int64_t l1_spread(int64_t stride_bytes) {
+  int64_t g = kL1Period, s = stride_bytes % kL1Period;  // gcd
   while (s) {
     const int64_t t = g % s;
     g = s;
     s = t;
   }
-  const int64_t sets_used = std::min(kSets, (kPeriod / g) * lines_per_slice);
-  if (sets_used >= kSets || count * lines_per_slice <= sets_used * kWays / 2) return 0;
+  return kL1Period / g;
+}
+
+int l1_conflicts(int64_t stride_bytes, int64_t slice_bytes, int64_t count) {
+  const int64_t lines_per_slice = (slice_bytes + kL1Line - 1) / kL1Line + 1;  // +1: unaligned
+  const int64_t sets_used = std::min(kL1Sets, l1_spread(stride_bytes) * lines_per_slice);
+  if (sets_used >= kL1Sets || count * lines_per_slice <= sets_used * kL1Ways / 2) return 0;
   return sets_used <= 8 ? 2 : 1;
+}
+
+// How many columns `stride_bytes` apart a kernel can read side by side, one cache line
+// of each at a time, before their lines evict each other from L1.
+int64_t l1_columns(int64_t stride_bytes) {
+  return kL1Ways * std::min(kL1Sets, l1_spread(stride_bytes));
 }
 
 // Packing what could be read in place pays off only when it is re-read often enough:
@@ -131,6 +144,7 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
   const auto& p = pl.p;
   const auto& q = pl.q;
   const int64_t sz = int64_t(sizeof(T));
+  const bool avx512 = opt.avx512_plan >= 0 ? opt.avx512_plan == 1 : jit_avx512();
   pl.M = p.rows;
   pl.N = q.cols;
   pl.K = p.cols;
@@ -190,12 +204,21 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
     // TRANS_B reads Q row by row (one row per k), each cache line of a row once per
     // few columns of Z within one kernel call: rows that alias in L1 are evicted in
     // between, so any conflict makes packing worth it.
+    // LIBXSMM's AVX-512 kernels (measured on Zen 5, 16 to 1024 rows of Z) read rows
+    // that alias in place faster than a packed copy is made.
     const bool ok_t = (q.col_stride == 1 || pl.N == 1) && ldb_t >= pl.bn && ldb_t <= kInt32Max &&
                       (!many_k || pl.bk * ldb_t * sz <= kInt32Max) &&
-                      l1_conflicts(ldb_t * sz, pl.bn * sz, std::min(pl.K, chunk_k)) == 0;
+                      (avx512 || l1_conflicts(ldb_t * sz, pl.bn * sz, std::min(pl.K, chunk_k)) == 0);
     if (!opt.force_pack_q && (ok_n || ok_t)) {
       pl.q_trans = !ok_n;
       pl.ldb = ok_n ? ldb_n : ldb_t;
+      // An AVX-512 kernel reads up to ~30 columns of Q side by side (one vector of Z's
+      // column each): columns whose lines alias in L1 evict each other before they are
+      // re-read for the next k. Fewer columns per block fit (16x2048x2048: 2.7x faster).
+      if (ok_n && avx512 && pl.N > 1 && l1_columns(ldb_n * sz) < pl.bn) {
+        pl.bn = ceil_div(pl.N, ceil_div(pl.N, l1_columns(ldb_n * sz)));
+        pl.n_blocks = ceil_div(pl.N, pl.bn);
+      }
       pl.stride_b = !many_k ? 0 : (ok_n ? pl.bk * sz : pl.bk * ldb_t * sz);
       pl.q_k_step = pl.bk * q.row_stride;
       pl.q_tail_offset = pl.k_full * pl.bk * q.row_stride;
@@ -217,8 +240,9 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
     pl.ldc = pl.bm;
   }
   // Estimated time, in flops: the kernels' flops scaled by how well each M block fills
-  // AVX2 vectors, plus the copies (a transposing copy is strided on one side).
-  constexpr double kCopyFlops = 8, kTransposeFlops = 20;
+  // AVX2 vectors, plus the copies (a transposing copy is strided on one side). AVX-512
+  // kernels run about twice as many flops in the time of one copied element.
+  const double kCopyFlops = avx512 ? 16 : 8, kTransposeFlops = avx512 ? 40 : 20;
   const double m_cost = double(pl.m_blocks - 1) * double(pl.bm) / m_efficiency<T>(pl.bm) +
                         double(pl.m_last_pad) / m_efficiency<T>(pl.m_last_pad);
   const double p_copy = p.row_stride == 1 ? kCopyFlops : kTransposeFlops;

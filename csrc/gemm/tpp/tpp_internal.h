@@ -34,6 +34,9 @@ namespace eml::gemm::tpp {
 // libxsmm_init() once; true when a probe kernel dispatches.
 bool init();
 
+// True when LIBXSMM generates AVX-512 kernels here (its target, LIBXSMM_TARGET included).
+bool jit_avx512();
+
 // One batch-reduce kernel: Z (m x n, ldc) (= or +=) sum_i P_i (m x k, lda) · Q_i (k x n, ldb),
 // P_i = P_0 + i*stride_a bytes, Q_i = Q_0 + i*stride_b bytes.
 struct KernelKey {
@@ -107,6 +110,9 @@ struct Options {
   int64_t block_k = 0;  // K block target (0: default)
   int tile_order = -1;  // -1: auto, 0: M blocks outer, 1: N blocks outer
   int64_t chunk_k = 0;  // K depth reduced by one kernel call (0: default, ~16 KiB of P)
+  // Plan for LIBXSMM's AVX-512 kernels (1) or its AVX2 ones (0); -1: for the kernels it
+  // generates here. Only the speed depends on it (tests plan both ways on any machine).
+  int avx512_plan = -1;
   // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
   // thread only: a fork/join would cost more than it saves.
   double min_parallel_flops = 1 << 20;

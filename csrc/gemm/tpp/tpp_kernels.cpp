@@ -64,6 +64,11 @@ bool init() {
   return ok;
 }
 
+bool jit_avx512() {
+  static const bool avx512 = init() && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512;
+  return avx512;
+}
+
 namespace {
 
 // Kernels every thread may use, and keys whose dispatch failed lately. Only misses of a
