@@ -142,13 +142,13 @@ std::string describe(const Case& cs, const char* type) {
   std::snprintf(buf, sizeof buf,
                 "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d sums=%d threads=%d orient=%d "
                 "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld order=%d avx512=%d "
-                "public=%d",
+                "panel=%zu public=%d",
                 type, (long long)cs.m, (long long)cs.n, (long long)cs.k, layout_name(cs.layout_a),
                 layout_name(cs.layout_b), cs.bias, cs.row_sums, cs.threads, cs.opt.orientation,
                 cs.opt.force_pack_p, cs.opt.force_pack_q, (long long)cs.opt.block_m,
                 (long long)cs.opt.block_n, (long long)cs.opt.block_k,
                 (long long)cs.opt.chunk_k, cs.opt.tile_order, cs.opt.avx512_plan,
-                cs.use_public_api);
+                cs.opt.max_panel_bytes, cs.use_public_api);
   return buf;
 }
 
@@ -393,6 +393,7 @@ int run_tests() {
       cs.opt.chunk_k = bl[3];
       cs.opt.tile_order = int(pick(3)) - 1;
       cs.opt.avx512_plan = int(pick(3)) - 1;
+      if (pick(2)) cs.opt.max_panel_bytes = size_t(1 + pick(64 * 1024));  // 1 or more panels
       cs.opt.min_parallel_flops = 0;
       run_typed(cs, rng);
     }
@@ -452,28 +453,49 @@ int run_tests() {
       });
     for (auto& c : callers) c.join();
   }
-  // 6. The packing buffer a thread keeps between calls is bounded (cap lowered to 1 MiB):
-  // a call packing more frees it at its end, smaller calls keep and reuse theirs.
+  // 6. Bounded packing buffers. (a) An operand larger than max_panel_bytes is packed
+  // panel by panel, the other one block at a time: the scratch stays near a panel plus a
+  // block (a 1024 x 512 packed P alone is 2 MiB). (b) Buffers larger than
+  // max_kept_scratch_bytes are freed at the end of the call, smaller ones kept and reused.
   {
-    auto kept_after = [&rng](int64_t m, int64_t n, int64_t k) {
+    auto kept_after = [&rng](int64_t m, int64_t n, int64_t k, size_t max_panel, size_t max_kept,
+                             int tile_order) {
       Case cs{};
       cs.m = m;
       cs.n = n;
       cs.k = k;
       cs.threads = 1;
+      cs.bias = true;
+      cs.row_sums = true;
       cs.opt.force_pack_p = cs.opt.force_pack_q = true;
-      cs.opt.max_kept_scratch_bytes = size_t{1} << 20;
-      run_case<float>(cs, rng);
+      cs.opt.tile_order = tile_order;
+      cs.opt.max_panel_bytes = max_panel;
+      cs.opt.max_kept_scratch_bytes = max_kept;
+      run_case<float>(cs, rng);  // also checks the result
       return tpp::kept_scratch_bytes();
     };
-    const size_t first_large = kept_after(1024, 256, 512);  // 2.5 MiB packed
-    const size_t small = kept_after(64, 64, 64);             // 32 KiB packed
-    const size_t small_again = kept_after(48, 64, 64);
-    const size_t after_large = kept_after(1024, 256, 512);
-    if (first_large != 0 || small == 0 || small > (size_t{1} << 20) || small_again != small ||
-        after_large != 0) {
-      std::printf("FAIL: kept packing buffer %zu, %zu, %zu, then %zu bytes (large, small, "
-                  "smaller, large calls)\n", first_large, small, small_again, after_large);
+    constexpr size_t kMiB = size_t{1} << 20, kKiB = size_t{1} << 10;
+    auto clear = [&] { kept_after(8, 8, 8, 32 * kMiB, 0, -1); };  // frees both buffers
+    // blocks of 1024 x 300 x 512: P 32 x 512, Q 512 x 60 floats (at most 128 KiB)
+    for (int tile_order = 0; tile_order <= 1; ++tile_order) {
+      clear();
+      const size_t kept = kept_after(1024, 300, 512, 256 * kKiB, 64 * kMiB, tile_order);
+      if (kept == 0 || kept > 256 * kKiB + 128 * kKiB) {
+        std::printf("FAIL: %zu bytes of packing buffers with 256 KiB panels (tile order %d)\n",
+                    kept, tile_order);
+        ++g_failures;
+      }
+    }
+    clear();
+    const size_t used = kept_after(1024, 256, 512, 32 * kMiB, 64 * kMiB, -1);
+    clear();
+    const size_t large = kept_after(1024, 256, 512, 32 * kMiB, 64 * kKiB, -1);
+    clear();
+    const size_t small = kept_after(64, 64, 64, 32 * kMiB, 64 * kKiB, -1);  // 2 x 16 KiB packed
+    const size_t small_again = kept_after(48, 64, 64, 32 * kMiB, 64 * kKiB, -1);
+    if (used <= 2 * 64 * kKiB || large > 2 * 64 * kKiB || small == 0 || small_again != small) {
+      std::printf("FAIL: kept packing buffers %zu (no cap), %zu (64 KiB cap), then %zu, %zu "
+                  "bytes (small, smaller calls)\n", used, large, small, small_again);
       ++g_failures;
     }
   }

@@ -19,7 +19,10 @@
 // (beta = 1 onto a bias), 1 after; when bk does not divide K one more call adds the
 // K tail. N remainders get their own kernels; the last M block is zero-padded to
 // whole AVX2 vectors (LIBXSMM 1.17 runs partial vectors near scalar speed) and its Z
-// block goes through a scratch tile. Output blocks are split over threads.
+// block goes through a scratch tile. Output blocks are split over threads. The packed
+// operand walked in the inner loop over output blocks is packed before them (panel by
+// panel beyond Options::max_panel_bytes), the other one a block at a time by the thread
+// that uses it: the scratch does not grow with M and N.
 #pragma once
 
 #include <cstddef>
@@ -116,12 +119,17 @@ struct Options {
   // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
   // thread only: a fork/join would cost more than it saves.
   double min_parallel_flops = 1 << 20;
-  // A calling thread's packing buffer is kept for the next call up to this size and
-  // freed after the call beyond it (a 32768 x 4096 operand would hold 512 MiB).
+  // An operand re-read for every block of the other one is packed whole up to this
+  // size, beyond it panel by panel (each panel re-packs the blocks of the other operand,
+  // which are packed one block per thread at a time): a 32768 x 4096 operand would
+  // otherwise need 512 MiB.
+  size_t max_panel_bytes = size_t{32} << 20;
+  // A thread's packing buffers are kept for its next call up to this size each, and
+  // freed after the call beyond it.
   size_t max_kept_scratch_bytes = size_t{64} << 20;
 };
 
-// Bytes of packing buffer the calling thread holds between calls (for tests).
+// Bytes of packing buffers the calling thread holds between calls (for tests).
 size_t kept_scratch_bytes();
 
 template <typename T>
