@@ -1,6 +1,7 @@
 // The TPP GEMM driver: plans the orientation, blocking and packing of one C = A·B,
-// dispatches its few kernels up front, packs in parallel, then runs batch-reduce
-// GEMMs per output block, output blocks split over threads.
+// dispatches its few kernels up front, packs one operand in parallel (panel by panel
+// when large), then runs batch-reduce GEMMs per output block, output blocks split over
+// threads, each thread packing the blocks of the other operand as it reaches them.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -50,14 +51,9 @@ double m_efficiency(int64_t rows) {
   return kByVectors[std::min<int64_t>(vectors, 4)] * double(rows) / double(vectors * kVector<T>);
 }
 
-// Reading an operand in place can be slow when its leading dimension is a multiple of
-// a large power of two: `count` slices of `slice_bytes` each, `stride_bytes` apart,
-// then crowd into a few sets of the L1 data cache (32 KiB, 8-way, 64 B lines: the set
-// pattern repeats every 4 KiB) and evict each other before they are re-read, where a
-// packed copy spreads over all sets. Returns 0 (no conflict), 1 (conflict) or
-// 2 (severe: at most 8 sets in use).
-constexpr double kL2Bytes = 512 * 1024;  // per core, on the machines we tune for
-
+// Caches of the machines we tune for: L2 per core, L1 data (32 KiB, 8-way, 64 B lines:
+// the set pattern repeats every 4 KiB).
+constexpr double kL2Bytes = 512 * 1024;
 constexpr int64_t kL1Line = 64, kL1Sets = 64, kL1Ways = 8, kL1Period = kL1Line * kL1Sets;
 
 // How many set positions addresses `stride_bytes` apart cycle through (1: they all
@@ -72,6 +68,11 @@ int64_t l1_spread(int64_t stride_bytes) {
   return kL1Period / g;
 }
 
+// Reading an operand in place can be slow when its leading dimension is a multiple of
+// a large power of two: `count` slices of `slice_bytes` each, `stride_bytes` apart,
+// then crowd into a few sets of the L1 data cache and evict each other before they are
+// re-read, where a packed copy spreads over all sets. Returns 0 (no conflict),
+// 1 (conflict) or 2 (severe: at most 8 sets in use).
 int l1_conflicts(int64_t stride_bytes, int64_t slice_bytes, int64_t count) {
   const int64_t lines_per_slice = (slice_bytes + kL1Line - 1) / kL1Line + 1;  // +1: unaligned
   const int64_t sets_used = std::min(kL1Sets, l1_spread(stride_bytes) * lines_per_slice);
@@ -210,9 +211,9 @@ Plan<T> make_plan(bool z_is_ct, ConstMatrixView<T> a, ConstMatrixView<T> b, Outp
     const bool ok_n = (q.row_stride == 1 || pl.K == 1) && ldb_n >= pl.bk && ldb_n <= kInt32Max;
     // TRANS_B reads Q row by row (one row per k), each cache line of a row once per
     // few columns of Z within one kernel call: rows that alias in L1 are evicted in
-    // between, so any conflict makes packing worth it.
-    // LIBXSMM's AVX-512 kernels (measured on Zen 5) read rows that alias in place
-    // faster than a packed copy is made, unless the copy stays in L2 for many M blocks.
+    // between, so with AVX2 kernels any conflict makes packing worth it. LIBXSMM's
+    // AVX-512 kernels (measured on Zen 5) read such rows in place faster than a packed
+    // copy is made, unless the copy stays in L2 for many M blocks.
     const bool q_fits_l2 = double(pl.K) * double(pl.N) * double(sz) <= kL2Bytes;
     const bool ok_t = (q.col_stride == 1 || pl.N == 1) && ldb_t >= pl.bn && ldb_t <= kInt32Max &&
                       (!many_k || pl.bk * ldb_t * sz <= kInt32Max) &&
