@@ -6,7 +6,8 @@
 #      build/sanitize/eml_ops/ (objects in build/temp-sanitize/); the release build
 #      (eml_ops/*.so, build/temp-release/) is not touched;
 #   2. copies the Python files of eml_ops/ next to the built .so (build/sanitize/eml_ops/);
-#   3. builds and runs the standalone GEMM test (tests/cpp/test_gemm.cpp) with the sanitizers;
+#   3. builds and runs the standalone GEMM test (tests/cpp/test_gemm.cpp) with the sanitizers,
+#      and the standalone TPP test (tests/cpp/test_tpp.cpp) where LIBXSMM is installed;
 #   4. runs the kernel and op tests against the sanitized package, with libasan preloaded,
 #      checking inside pytest (and every xdist worker) that eml_ops, eml_ops._C and
 #      libeml_ops.so really come from build/sanitize/ and that the ASan runtime is loaded.
@@ -94,6 +95,19 @@ if ! TMPDIR="$out/tmp" \
   fail=1
 fi
 check_logs "standalone GEMM test"
+
+# 3b. The standalone TPP (LIBXSMM) test the same way, where LIBXSMM is installed (as in
+#     make cpp-test). LIBXSMM's JIT-generated kernels are not instrumented, our code is.
+if [[ -f tests/cpp/run_tpp.sh ]] && pkg-config --exists libxsmm; then
+  phase "standalone TPP test with ASan+UBSan"
+  if ! TPP_TEST_BUILD_DIR="$out/tpp" \
+      EXTRA_CXXFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+      bash tests/cpp/run_tpp.sh; then
+    echo "sanitize.sh: the standalone TPP test failed" >&2
+    fail=1
+  fi
+  check_logs "standalone TPP test"
+fi
 
 # 4. The op tests against the sanitized package. `python -P` keeps the working directory off
 #    sys.path (it would put the release eml_ops/ first); PYTHONPATH puts build/sanitize before

@@ -141,12 +141,14 @@ std::string describe(const Case& cs, const char* type) {
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d sums=%d threads=%d orient=%d "
-                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld order=%d public=%d",
+                "packP=%d packQ=%d bm=%lld bn=%lld bk=%lld chunk=%lld order=%d avx512=%d "
+                "panel=%zu public=%d",
                 type, (long long)cs.m, (long long)cs.n, (long long)cs.k, layout_name(cs.layout_a),
                 layout_name(cs.layout_b), cs.bias, cs.row_sums, cs.threads, cs.opt.orientation,
                 cs.opt.force_pack_p, cs.opt.force_pack_q, (long long)cs.opt.block_m,
                 (long long)cs.opt.block_n, (long long)cs.opt.block_k,
-                (long long)cs.opt.chunk_k, cs.opt.tile_order, cs.use_public_api);
+                (long long)cs.opt.chunk_k, cs.opt.tile_order, cs.opt.avx512_plan,
+                cs.opt.max_panel_bytes, cs.use_public_api);
   return buf;
 }
 
@@ -235,6 +237,79 @@ void run_typed(const Case& cs, std::mt19937& rng) {
   run_case<double>(cs, rng);
 }
 
+// ---------------------------------------------------------------- failed dispatches
+void check(bool ok, const char* what) {
+  ++g_cases;
+  if (!ok) {
+    std::printf("FAIL: %s\n", what);
+    ++g_failures;
+  }
+}
+
+// A key that fails to dispatch answers nullptr without dispatching for the next
+// kLookupsBetweenRetries - 1 lookups, then is dispatched again; a GEMM that needs it
+// returns false meanwhile (its caller falls back to another backend), then runs.
+// Failures are injected through the cache's test seam; the keys and block sizes are
+// used nowhere else, so nothing is cached for them yet.
+void test_dispatch_retry(std::mt19937& rng) {
+  using tpp::testing::dispatch_attempts;
+  using tpp::testing::fail_next_dispatches;
+  constexpr int kRetry = tpp::kLookupsBetweenRetries;
+  {
+    tpp::KernelKey key;
+    key.m = 8;
+    key.n = 5;
+    key.k = 3;
+    key.lda = 8;
+    key.ldb = 3;
+    key.ldc = 11;
+    const int64_t before = dispatch_attempts();
+    fail_next_dispatches(1);
+    check(tpp::get_kernel<float>(key) == nullptr, "an injected dispatch failure gives no kernel");
+    check(dispatch_attempts() == before + 1, "the failing lookup dispatches once");
+    bool answered_null = true;
+    for (int lookup = 1; lookup < kRetry; ++lookup)
+      answered_null = answered_null && tpp::get_kernel<float>(key) == nullptr;
+    check(answered_null, "lookups before the retry answer nullptr");
+    check(dispatch_attempts() == before + 1, "lookups before the retry do not dispatch");
+    const auto kernel = tpp::get_kernel<float>(key);
+    check(kernel != nullptr, "the retry lookup gets the kernel");
+    check(dispatch_attempts() == before + 2, "the retry lookup dispatches once");
+    check(tpp::get_kernel<float>(key) == kernel && dispatch_attempts() == before + 2,
+          "the retried kernel is cached");
+  }
+  {
+    Case cs{};
+    cs.m = 37;
+    cs.n = 29;
+    cs.k = 19;
+    cs.threads = 1;
+    cs.bias = true;
+    cs.opt.orientation = tpp::Options::kZIsC;
+    cs.opt.block_m = 24;
+    cs.opt.block_n = 11;
+    cs.opt.block_k = 19;
+    const auto a = make_matrix<float>(cs.m, cs.k, kRowMajor, rng);
+    const auto b = make_matrix<float>(cs.k, cs.n, kRowMajor, rng);
+    std::vector<float> c(size_t(cs.m * cs.n)), bias(size_t(cs.n), 1.0f);
+    Epilogue<float> ep;
+    ep.bias = bias.data();
+    auto call = [&] {
+      return tpp::gemm<float>(a->view, b->view, {c.data(), cs.m, cs.n, cs.n}, ep,
+                              std_threading(1), cs.opt);
+    };
+    const int64_t before = dispatch_attempts();
+    fail_next_dispatches(1);
+    check(!call(), "a GEMM whose kernel fails to dispatch returns false");
+    bool all_false = true;
+    for (int lookup = 1; lookup < kRetry; ++lookup) all_false = all_false && !call();
+    check(all_false, "the GEMM keeps returning false until the retry");
+    check(dispatch_attempts() == before + 1, "GEMM calls before the retry do not dispatch");
+    run_case<float>(cs, rng);  // the retry: dispatches, runs and is checked
+    check(dispatch_attempts() > before + 1, "the retrying GEMM dispatches its kernels");
+  }
+}
+
 // ---------------------------------------------------------------- the sweep
 int run_tests() {
   if (!tpp_available()) {
@@ -289,6 +364,7 @@ int run_tests() {
             cs.opt.orientation = orient;
             cs.opt.force_pack_p = packs & 1;
             cs.opt.force_pack_q = packs & 2;
+            cs.opt.avx512_plan = (la + 2 * lb + packs) % 3 - 1;  // both ISAs' plans anywhere
             cs.opt.min_parallel_flops = 0;
             run_typed(cs, rng);
           }
@@ -316,6 +392,8 @@ int run_tests() {
       cs.opt.block_k = bl[2];
       cs.opt.chunk_k = bl[3];
       cs.opt.tile_order = int(pick(3)) - 1;
+      cs.opt.avx512_plan = int(pick(3)) - 1;
+      if (pick(2)) cs.opt.max_panel_bytes = size_t(1 + pick(64 * 1024));  // 1 or more panels
       cs.opt.min_parallel_flops = 0;
       run_typed(cs, rng);
     }
@@ -336,6 +414,23 @@ int run_tests() {
         cs.use_public_api = true;
         run_typed(cs, rng);
       }
+  // 4b. Power-of-two leading dimensions (operands read in place, their columns aliasing
+  //     in L1: narrower N blocks in the AVX-512 plan), both ISAs' plans.
+  for (int which = 0; which < 3; ++which)
+    for (int avx512 = 0; avx512 <= 1; ++avx512) {
+      Case cs{};
+      cs.m = 16;
+      cs.n = 300;
+      cs.k = 1024;
+      cs.layout_a = layer[which][0];
+      cs.layout_b = layer[which][1];
+      cs.bias = which == 0;
+      cs.row_sums = which == 2;
+      cs.threads = 1 + avx512;
+      cs.opt.avx512_plan = avx512;
+      cs.opt.min_parallel_flops = 0;
+      run_typed(cs, rng);
+    }
   // 5. Concurrent callers: a shared kernel cache, per-thread scratch memory.
   {
     std::vector<std::thread> callers;
@@ -358,31 +453,54 @@ int run_tests() {
       });
     for (auto& c : callers) c.join();
   }
-  // 6. The packing buffer a thread keeps between calls is bounded (cap lowered to 1 MiB):
-  // a call packing more frees it at its end, smaller calls keep and reuse theirs.
+  // 6. Bounded packing buffers. (a) An operand larger than max_panel_bytes is packed
+  // panel by panel, the other one block at a time: the scratch stays near a panel plus a
+  // block (a 1024 x 512 packed P alone is 2 MiB). (b) Buffers larger than
+  // max_kept_scratch_bytes are freed at the end of the call, smaller ones kept and reused.
   {
-    auto kept_after = [&rng](int64_t m, int64_t n, int64_t k) {
+    auto kept_after = [&rng](int64_t m, int64_t n, int64_t k, size_t max_panel, size_t max_kept,
+                             int tile_order) {
       Case cs{};
       cs.m = m;
       cs.n = n;
       cs.k = k;
       cs.threads = 1;
+      cs.bias = true;
+      cs.row_sums = true;
       cs.opt.force_pack_p = cs.opt.force_pack_q = true;
-      cs.opt.max_kept_scratch_bytes = size_t{1} << 20;
-      run_case<float>(cs, rng);
+      cs.opt.tile_order = tile_order;
+      cs.opt.max_panel_bytes = max_panel;
+      cs.opt.max_kept_scratch_bytes = max_kept;
+      run_case<float>(cs, rng);  // also checks the result
       return tpp::kept_scratch_bytes();
     };
-    const size_t first_large = kept_after(1024, 256, 512);  // 2.5 MiB packed
-    const size_t small = kept_after(64, 64, 64);             // 32 KiB packed
-    const size_t small_again = kept_after(48, 64, 64);
-    const size_t after_large = kept_after(1024, 256, 512);
-    if (first_large != 0 || small == 0 || small > (size_t{1} << 20) || small_again != small ||
-        after_large != 0) {
-      std::printf("FAIL: kept packing buffer %zu, %zu, %zu, then %zu bytes (large, small, "
-                  "smaller, large calls)\n", first_large, small, small_again, after_large);
+    constexpr size_t kMiB = size_t{1} << 20, kKiB = size_t{1} << 10;
+    auto clear = [&] { kept_after(8, 8, 8, 32 * kMiB, 0, -1); };  // frees both buffers
+    // blocks of 1024 x 300 x 512: P 32 x 512, Q 512 x 60 floats (at most 128 KiB)
+    for (int tile_order = 0; tile_order <= 1; ++tile_order) {
+      clear();
+      const size_t kept = kept_after(1024, 300, 512, 256 * kKiB, 64 * kMiB, tile_order);
+      if (kept == 0 || kept > 256 * kKiB + 128 * kKiB) {
+        std::printf("FAIL: %zu bytes of packing buffers with 256 KiB panels (tile order %d)\n",
+                    kept, tile_order);
+        ++g_failures;
+      }
+    }
+    clear();
+    const size_t used = kept_after(1024, 256, 512, 32 * kMiB, 64 * kMiB, -1);
+    clear();
+    const size_t large = kept_after(1024, 256, 512, 32 * kMiB, 64 * kKiB, -1);
+    clear();
+    const size_t small = kept_after(64, 64, 64, 32 * kMiB, 64 * kKiB, -1);  // 2 x 16 KiB packed
+    const size_t small_again = kept_after(48, 64, 64, 32 * kMiB, 64 * kKiB, -1);
+    if (used <= 2 * 64 * kKiB || large > 2 * 64 * kKiB || small == 0 || small_again != small) {
+      std::printf("FAIL: kept packing buffers %zu (no cap), %zu (64 KiB cap), then %zu, %zu "
+                  "bytes (small, smaller calls)\n", used, large, small, small_again);
       ++g_failures;
     }
   }
+  // 7. A failed dispatch is retried, but not on every lookup.
+  test_dispatch_retry(rng);
   if (g_failures) {
     std::printf("test_tpp: %d of %d cases FAILED\n", g_failures.load(), g_cases.load());
     return 1;

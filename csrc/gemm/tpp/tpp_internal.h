@@ -19,7 +19,10 @@
 // (beta = 1 onto a bias), 1 after; when bk does not divide K one more call adds the
 // K tail. N remainders get their own kernels; the last M block is zero-padded to
 // whole AVX2 vectors (LIBXSMM 1.17 runs partial vectors near scalar speed) and its Z
-// block goes through a scratch tile. Output blocks are split over threads.
+// block goes through a scratch tile. Output blocks are split over threads. The packed
+// operand walked in the inner loop over output blocks is packed before them (panel by
+// panel beyond Options::max_panel_bytes), the other one a block at a time by the thread
+// that uses it: the scratch does not grow with M and N.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +36,9 @@ namespace eml::gemm::tpp {
 
 // libxsmm_init() once; true when a probe kernel dispatches.
 bool init();
+
+// True when LIBXSMM generates AVX-512 kernels here (its target, LIBXSMM_TARGET included).
+bool jit_avx512();
 
 // One batch-reduce kernel: Z (m x n, ldc) (= or +=) sum_i P_i (m x k, lda) · Q_i (k x n, ldb),
 // P_i = P_0 + i*stride_a bytes, Q_i = Q_0 + i*stride_b bytes.
@@ -52,6 +58,19 @@ using BrgemmKernel = void (*)(const T* p, const T* q, T* z, const unsigned long 
 // is dispatched again after a number of lookups). Thread-safe; hits take no lock.
 template <typename T>
 BrgemmKernel<T> get_kernel(const KernelKey& key);
+
+// A key whose dispatch failed is answered nullptr, without dispatching, by the next
+// kLookupsBetweenRetries - 1 lookups (from any thread); the one after them dispatches it
+// again: a failure is neither retried on every call nor remembered forever.
+constexpr int kLookupsBetweenRetries = 64;
+
+// Test seam of the kernel cache (for tests/cpp/test_tpp.cpp; nothing else calls it).
+namespace testing {
+// Dispatches the cache has asked LIBXSMM for so far, all threads together.
+int64_t dispatch_attempts();
+// The cache's next `count` dispatches fail as if LIBXSMM could not generate the kernel.
+void fail_next_dispatches(int count);
+}  // namespace testing
 
 // ---- Packing and the other memory passes (tpp_pack.cpp) ----
 
@@ -94,15 +113,24 @@ struct Options {
   int64_t block_k = 0;  // K block target (0: default)
   int tile_order = -1;  // -1: auto, 0: M blocks outer, 1: N blocks outer
   int64_t chunk_k = 0;  // K depth reduced by one kernel call (0: default, ~16 KiB of P)
+  // Plan for LIBXSMM's AVX-512 kernels (1) or its AVX2 ones (0); -1: for the kernels it
+  // generates here. Only the speed depends on it (tests plan both ways on any machine).
+  int avx512_plan = -1;
   // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
   // thread only: a fork/join would cost more than it saves.
   double min_parallel_flops = 1 << 20;
-  // A calling thread's packing buffer is kept for the next call up to this size and
-  // freed after the call beyond it (a 32768 x 4096 operand would hold 512 MiB).
+  // An operand re-read for every block of the other one is packed whole up to this
+  // size, beyond it panel by panel (each panel re-packs the blocks of the other operand,
+  // which are packed one block per thread at a time): a 32768 x 4096 operand would
+  // otherwise need 512 MiB. Panels that stay in L3 more than pay for the re-packing
+  // (4096^3 forward with a packed W: 8 MiB panels 12% faster than 32 MiB ones).
+  size_t max_panel_bytes = size_t{8} << 20;
+  // A thread's packing buffers are kept for its next call up to this size each, and
+  // freed after the call beyond it.
   size_t max_kept_scratch_bytes = size_t{64} << 20;
 };
 
-// Bytes of packing buffer the calling thread holds between calls (for tests).
+// Bytes of packing buffers the calling thread holds between calls (for tests).
 size_t kept_scratch_bytes();
 
 template <typename T>

@@ -2,6 +2,7 @@
 // per-thread cache in front of a shared one.
 #include <libxsmm.h>
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -63,6 +64,11 @@ bool init() {
   return ok;
 }
 
+bool jit_avx512() {
+  static const bool avx512 = init() && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512;
+  return avx512;
+}
+
 namespace {
 
 // Kernels every thread may use, and keys whose dispatch failed lately. Only misses of a
@@ -76,7 +82,6 @@ struct SharedCache {
   std::unordered_map<KernelKey, int, KeyHash> failures;
 };
 
-constexpr int kLookupsBetweenRetries = 64;
 constexpr size_t kMaxFailures = 256;       // forget them all beyond this
 constexpr size_t kMaxThreadKernels = 1024;  // a thread's cache starts over beyond this
 
@@ -84,6 +89,25 @@ template <typename T>
 SharedCache<T>& shared_cache() {
   static SharedCache<T>* instance = new SharedCache<T>();  // never destroyed: safe at exit
   return *instance;
+}
+
+std::atomic<int64_t> g_dispatch_attempts{0};
+std::atomic<int> g_failures_to_inject{0};
+
+// Takes one injected failure, if any is left.
+bool take_injected_failure() {
+  int left = g_failures_to_inject.load(std::memory_order_relaxed);
+  while (left > 0 && !g_failures_to_inject.compare_exchange_weak(left, left - 1)) {
+  }
+  return left > 0;
+}
+
+// LIBXSMM's kernel for `key`, or nullptr; counted, and failed on request, for the tests.
+template <typename T>
+BrgemmKernel<T> counted_dispatch(const KernelKey& key) {
+  g_dispatch_attempts.fetch_add(1, std::memory_order_relaxed);
+  if (take_injected_failure()) return nullptr;
+  return dispatch<T>(key);  // LIBXSMM's dispatch is thread-safe
 }
 
 // The shared cache's kernel for `key`, dispatching it on a miss; nullptr on failure.
@@ -100,7 +124,7 @@ BrgemmKernel<T> shared_lookup(const KernelKey& key) {
       shared.failures.erase(failed);  // retry now
     }
   }
-  BrgemmKernel<T> kernel = dispatch<T>(key);  // LIBXSMM's dispatch is thread-safe
+  BrgemmKernel<T> kernel = counted_dispatch<T>(key);
   std::lock_guard<std::mutex> lock(shared.mutex);
   if (kernel == nullptr) {
     if (shared.failures.size() >= kMaxFailures) shared.failures.clear();
@@ -129,6 +153,14 @@ BrgemmKernel<T> get_kernel(const KernelKey& key) {
 
 template BrgemmKernel<float> get_kernel<float>(const KernelKey&);
 template BrgemmKernel<double> get_kernel<double>(const KernelKey&);
+
+namespace testing {
+
+int64_t dispatch_attempts() { return g_dispatch_attempts.load(); }
+
+void fail_next_dispatches(int count) { g_failures_to_inject.store(count); }
+
+}  // namespace testing
 
 }  // namespace eml::gemm::tpp
 
