@@ -84,12 +84,15 @@ check_logs() {
   fi
 }
 
+# The sanitizer flags of the standalone C++ tests (steps 3 and 3b).
+standalone_flags='-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined'
+
 # 3. The GEMM library on its own, built with the same sanitizers (tests/cpp/run.sh, its
 #    objects in our folder rather than the shared /tmp one).
 phase "standalone GEMM test with ASan+UBSan"
 mkdir -p "$out/tmp"
 if ! TMPDIR="$out/tmp" \
-    EXTRA_CXXFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+    EXTRA_CXXFLAGS="$standalone_flags" \
     bash tests/cpp/run.sh; then
   echo "sanitize.sh: the standalone GEMM test failed" >&2
   fail=1
@@ -101,7 +104,7 @@ check_logs "standalone GEMM test"
 if [[ -f tests/cpp/run_tpp.sh ]] && pkg-config --exists libxsmm; then
   phase "standalone TPP test with ASan+UBSan"
   if ! TPP_TEST_BUILD_DIR="$out/tpp" \
-      EXTRA_CXXFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+      EXTRA_CXXFLAGS="$standalone_flags" \
       bash tests/cpp/run_tpp.sh; then
     echo "sanitize.sh: the standalone TPP test failed" >&2
     fail=1
