@@ -58,4 +58,10 @@ struct BlockSizes<double> {
 
 #undef EML_GEMM_BLOCK
 
+// A block of B (kc x all columns of C) of at most this many bytes is shallow: every row of
+// tiles reads it whole from L1, so the packed and broadcast paths walk C row by row, in
+// memory order. Such products are bound by the writes of C (e.g. the rank-1 dL/dW of a
+// batch of one), and on a fresh output each page is then written whole while in cache.
+inline constexpr int64_t kShallowBlockBytes = 32 << 10;
+
 }  // namespace eml::gemm::blocked

@@ -18,9 +18,6 @@ constexpr int64_t kDotKc = 2048 / sizeof(T);
 template <typename T>
 constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 
-// A KC x n block of B up to this size is read from L1 by every row of tiles.
-constexpr int64_t kShallowBlockBytes = 32 << 10;
-
 // Rows of the next dot tile: kDotRows, but never leave a single row for last.
 int64_t dot_tile_rows(int64_t remaining) {
   if (remaining == kDotRows + 1) return 2;

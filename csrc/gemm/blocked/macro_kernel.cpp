@@ -23,9 +23,6 @@ void store_edge_tile(const T* tile, int64_t rows, int64_t cols, T* c, int64_t ld
   }
 }
 
-// A packed B block of at most this many bytes is read from L1 whole by every row of tiles.
-constexpr int64_t kSmallPanelBytes = 32 << 10;
-
 // One micro-tile of C: the full tile straight into C, an edge tile through `edge_tile`.
 template <typename T>
 inline void run_tile(MicroKernel<T> micro, int64_t kc, const T* a_sliver, const T* b_sliver,
@@ -68,7 +65,7 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
     for (int64_t t = 0; t < count; ++t) tile(i, j + t * NR);
   };
   const int64_t panel_bytes = kc * c.cols * static_cast<int64_t>(sizeof(T));
-  if (panel_bytes <= kSmallPanelBytes) {
+  if (panel_bytes <= kShallowBlockBytes) {
     // A shallow block (e.g. the rank-1 dL/dW of batch 1) is bound by the writes of C:
     // rows outer writes C in memory order, each page whole while it is in cache (on a
     // fresh output the first touch of every page zeroes it: 20% faster at 4096x1x4096).
