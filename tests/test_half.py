@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import eml_ops
 from tests.conftest import OWN_BACKENDS
-from tests.test_properties import ISAS, LAYOUTS, build, running_on
+from tests.test_properties import ISAS, build, linear_problems, running_on
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
 FLOAT32_EPS = torch.finfo(torch.float32).eps
@@ -58,24 +58,10 @@ def assert_rounded_once(actual: torch.Tensor, expected_from_f_linear: torch.Tens
     assert bool((ours <= torch.maximum(theirs, best_possible)).all())
 
 
-@st.composite
-def half_problems(draw: st.DrawFn) -> dict:
-    batch = draw(st.lists(st.integers(0, 6), min_size=0, max_size=2))
-    if draw(st.booleans()) and batch:  # now and then a larger batch
-        batch[0] = draw(st.integers(7, 40))
-    return {
-        "batch": batch,
-        "in_features": draw(st.integers(0, 48)),
-        "out_features": draw(st.integers(0, 48)),
-        "input_layout": draw(st.sampled_from(LAYOUTS)),
-        "weight_layout": draw(st.sampled_from(LAYOUTS)),
-        "bias": draw(st.sampled_from([None, "contiguous", "sliced"])),
-        "dtype": draw(st.sampled_from(HALF_DTYPES)),
-        "backend": draw(st.sampled_from(OWN_BACKENDS)),
-        "isa": draw(st.sampled_from(ISAS)),
-        "threads": draw(st.sampled_from([1, 2])),
-        "seed": draw(st.integers(0, 2**31 - 1)),
-    }
+def half_problems() -> st.SearchStrategy[dict]:
+    """linear_problems in the 16-bit dtypes on our own backends, with smaller sizes."""
+    return linear_problems(dtypes=HALF_DTYPES, backends=OWN_BACKENDS, batch_dims=2,
+                           small_batch=6, large_batch=40, features=48)
 
 
 def float64_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None

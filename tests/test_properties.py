@@ -50,19 +50,28 @@ def make(shape: list[int], layout: str, dtype: torch.dtype, generator: torch.Gen
 
 
 @st.composite
-def linear_problems(draw: st.DrawFn) -> dict:
-    batch = draw(st.lists(st.integers(0, 9), min_size=0, max_size=3))
+def linear_problems(
+    draw: st.DrawFn,
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64),
+    backends: tuple[str, ...] | list[str] = tuple(BACKENDS),
+    batch_dims: int = 3,
+    small_batch: int = 9,
+    large_batch: int = 70,
+    features: int = 80,
+) -> dict:
+    """A problem for build(): sizes up to the bounds, layouts, bias, dtype, backend, ISA."""
+    batch = draw(st.lists(st.integers(0, small_batch), min_size=0, max_size=batch_dims))
     if draw(st.booleans()) and batch:  # now and then a larger batch
-        batch[0] = draw(st.integers(10, 70))
+        batch[0] = draw(st.integers(small_batch + 1, large_batch))
     return {
         "batch": batch,
-        "in_features": draw(st.integers(0, 80)),
-        "out_features": draw(st.integers(0, 80)),
+        "in_features": draw(st.integers(0, features)),
+        "out_features": draw(st.integers(0, features)),
         "input_layout": draw(st.sampled_from(LAYOUTS)),
         "weight_layout": draw(st.sampled_from(LAYOUTS)),
         "bias": draw(st.sampled_from([None, "contiguous", "sliced"])),
-        "dtype": draw(st.sampled_from([torch.float32, torch.float64])),
-        "backend": draw(st.sampled_from(BACKENDS)),
+        "dtype": draw(st.sampled_from(dtypes)),
+        "backend": draw(st.sampled_from(backends)),
         "isa": draw(st.sampled_from(ISAS)),
         "threads": draw(st.sampled_from([1, 2])),
         "seed": draw(st.integers(0, 2**31 - 1)),
