@@ -167,7 +167,7 @@ def test_summary_lines_fraction_of_peak():
         )
 
     rows = [row("F.linear", 0.1), row("aten", 0.1), row("blocked", 0.2)]
-    lines = stats.summary_lines(rows, stats.summarize(rows))
+    lines = stats.summary_lines(results := stats.combine_runs(rows), stats.summarize(results))
     assert any("aten" in line and "geomean speed-up 1.00x" in line for line in lines)
     # 2 GFLOP: a large shape, so the >= 1 MFLOP geometric mean is the same one.
     assert any("blocked" in line and ">= 1 MFLOP: 0.50x (1 shapes)" in line for line in lines)
@@ -252,7 +252,7 @@ def test_dtypes_side_by_side_with_float32_ratios():
         row("F.linear", "float32", 1.0, tiny), row("blocked", "float32", 0.5, tiny),
         row("F.linear", "bfloat16", 1.0, tiny), row("blocked", "bfloat16", 1.0, tiny),
     ]  # fmt: skip
-    summary = {(s["dtype"], s["backend"]): s for s in stats.summarize(rows)}
+    summary = {(s["dtype"], s["backend"]): s for s in stats.summarize(stats.combine_runs(rows))}
     assert set(summary) == {("float32", "blocked"), ("bfloat16", "blocked")}
     half = summary[("bfloat16", "blocked")]
     assert half["large_shapes"] == 1 and half["worst_shape_large"] == "256x256x256"
@@ -264,7 +264,7 @@ def test_dtypes_side_by_side_with_float32_ratios():
         shapes=[suite.Shape(*big), suite.Shape(*tiny)], repeats=1, min_time=0.0,
         dtypes=[suite.DTYPES["float32"], suite.DTYPES["bfloat16"]], out=Path("."), plot=False,
     )  # fmt: skip
-    [(title, header, body)] = report.tables(rows, config)
+    [(title, header, body)] = report.tables(stats.combine_runs(rows), config)
     assert header[:3] == ["shape", "kind", "dtype"] and header[-1] == "blocked / f32"
     assert [(line[0], line[2], line[-1]) for line in body] == [
         ("256x256x256", "float32", "-"), ("256x256x256", "bfloat16", "2.00"),
@@ -349,7 +349,7 @@ def test_summary_over_runs_and_shapes_below_one():
         for shape, values in speedups.items():
             rows += [_row("F.linear", shape, 1.0, run), _row("blocked", shape, values[run], run)]
             rows += [_row("tpp", shape, 2.0, run)]
-    summary = {s["backend"]: s for s in stats.summarize(rows)}
+    summary = {s["backend"]: s for s in stats.summarize(stats.combine_runs(rows))}
     blocked = summary["blocked"]
     assert blocked["runs"] == 2 and blocked["shapes"] == 4
     per_shape = {shape: math.sqrt(a * b) for shape, (a, b) in speedups.items()}
@@ -361,7 +361,7 @@ def test_summary_over_runs_and_shapes_below_one():
     assert blocked["below_1x"][0]["speedup_range"] == [0.98, 1.01]
     assert summary["tpp"]["below_1x"] == []
 
-    lines = stats.summary_lines(rows, list(summary.values()))
+    lines = stats.summary_lines(stats.combine_runs(rows), list(summary.values()))
     assert any("blocked" in line and "(4 shapes, geomean of 2 runs), worst 0.50x [0.50-0.50] "
                "at 64x128x128" in line for line in lines)
     assert any(line.endswith("blocked    below 1.0x on 2 of 4 shapes: 32x128x128 0.995x "
@@ -380,7 +380,7 @@ def test_tables_show_the_range_across_runs():
         repeats=1, min_time=0.0, dtypes=[suite.DTYPES["float32"]], out=Path("."), plot=False,
         runs=2,
     )  # fmt: skip
-    [(title, header, body)] = report.tables(rows, config)
+    [(title, header, body)] = report.tables(stats.combine_runs(rows), config)
     assert header[-2:] == ["blocked GFLOP/s", "blocked speed-up"]
     assert body == [["8x8x8", "custom", "float32", "1.0", "1", "4.0", "1.00 [0.80-1.25]"]]
 

@@ -184,11 +184,11 @@ def fma_peaks(dtypes: Sequence[torch.dtype]) -> dict[str, float]:
     return {dtype_name(dtype): peaks[dtype == torch.float64] for dtype in dtypes}
 
 
-def run(config: Config) -> tuple[dict[str, Any], list[Row], list[dict[str, Any]]]:
+def run(config: Config) -> tuple[dict[str, Any], list[Row]]:
     """Measure the peaks, then ``config.runs`` passes over every case with a progress bar.
 
     Then the 2-Python-threads table (mode forward) and the call overhead, once each.
-    Returns the metadata, the rows of every run and the summary.
+    Returns the metadata and the rows of every run.
     """
     from tqdm import tqdm
 
@@ -207,16 +207,18 @@ def run(config: Config) -> tuple[dict[str, Any], list[Row], list[dict[str, Any]]
         meta["python_threads"] = timing.bench_python_threads(config.python_threads_shape, config)
     if config.overhead:
         meta["call_overhead"] = timing.bench_call_overhead(config)
-    return meta, rows, stats.summarize(rows)
+    return meta, rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark with command-line options ``argv``; the exit code."""
     config = make_config(sys.argv[1:] if argv is None else argv)
     start = time.perf_counter()
-    meta, rows, summary = run(config)
+    meta, rows = run(config)
     meta["elapsed_s"] = time.perf_counter() - start
-    lines = stats.summary_lines(rows, summary)
+    results = stats.combine_runs(rows)  # what every output below reports
+    summary = stats.summarize(results)
+    lines = stats.summary_lines(results, summary)
     if meta.get("python_threads"):
         scaling = ", ".join(f"{r['candidate']} {r['scaling']:.2f}x" for r in meta["python_threads"])
         lines.append(f"2 Python threads (1 intra-op thread), throughput over 1: {scaling}")
@@ -226,19 +228,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     payload = {
         "metadata": meta,
         "rows": [asdict(r) for r in rows],
-        "combined": [asdict(c) for c in stats.combine_runs(rows)],
+        "combined": [asdict(c) for c in results],
         "summary": summary,
     }
     (config.out / "bench.json").write_text(json.dumps(payload, indent=1) + "\n")
-    report.write_markdown(config.out / "bench.md", meta, rows, config, lines)
+    report.write_markdown(config.out / "bench.md", meta, results, config, lines)
     if config.plot:
-        plot.write_plot(config.out / "bench.png", rows, config)
+        plot.write_plot(config.out / "bench.png", results, config)
 
     print(
         f"{meta['cpu_model']}, {meta['cpu_count']} cores, ISA {meta['isa']}, {meta['dtype']}, "
         f"single-core FMA peak {meta['fma_peak_gflops_1core']:.1f} GFLOP/s"
     )
-    for title, header, body in report.tables(rows, config):
+    for title, header, body in report.tables(results, config):
         print(f"\n{title}\n{report.text_table(header, body)}")
     if meta.get("python_threads"):
         header, body = report.python_threads_table(meta["python_threads"])

@@ -6,15 +6,15 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from .stats import combine_runs
-from .suite import BASELINE, Config, Row, dtype_name
+from .suite import BASELINE, Combined, Config, dtype_name
 
 
-def write_plot(path: Path, rows: Sequence[Row], config: Config) -> None:
+def write_plot(path: Path, results: Sequence[Combined], config: Config) -> None:
     """Write ``bench.png``: speed-up over PyTorch per shape and backend.
 
-    One panel per (mode, dtype) row and threads column. With several runs, the bars are the
-    geometric means over the runs and the error bars their min-max.
+    One panel per (mode, dtype) row and threads column, from the runs combined (``results``,
+    :func:`~eml_ops.bench.stats.combine_runs`). With several runs, the bars are the geometric
+    means over the runs and the error bars their min-max.
     """
     import matplotlib
 
@@ -35,7 +35,7 @@ def write_plot(path: Path, rows: Sequence[Row], config: Config) -> None:
             ax = axes[i][j]
             here = [
                 r
-                for r in combine_runs(rows)
+                for r in results
                 if r.mode == mode and r.threads == threads and r.dtype == dtype
             ]
             labels = [s.label for s in config.shapes if any(r.shape == s.label for r in here)]

@@ -16,8 +16,8 @@ import torch
 
 import eml_ops
 
-from .stats import combine_runs, float32_ratios, speedup_text
-from .suite import BASELINE, FLOP_FACTOR, OPS_CANDIDATE, Config, Row, dtype_name
+from .stats import float32_ratios, speedup_text
+from .suite import BASELINE, FLOP_FACTOR, OPS_CANDIDATE, Combined, Config, dtype_name
 
 
 def cpu_model() -> str:
@@ -109,17 +109,19 @@ def _cell(value: float, fmt: str) -> str:
     return "-" if math.isnan(value) else format(value, fmt)
 
 
-def tables(rows: Sequence[Row], config: Config) -> list[tuple[str, list[str], list[list[str]]]]:
+def tables(
+    results: Sequence[Combined], config: Config
+) -> list[tuple[str, list[str], list[list[str]]]]:
     """One table per (mode, threads): title, header, rows (shape, dtype, GFLOP/s, speed-ups).
 
-    From the runs combined: geometric means over the runs, and with several runs each
+    From the runs combined (``results``, :func:`~eml_ops.bench.stats.combine_runs`): geometric
+    means over the runs, and with several runs each
     speed-up's ``[min-max]`` across them. A shape's dtypes are rows next to each other. When
     the run has float32 and other dtypes, each backend also gets its throughput relative to
     its own float32 throughput ("/ f32").
     """
     names = [dtype_name(dtype) for dtype in config.dtypes]
     with_ratio = "float32" in names and len(names) > 1
-    results = combine_runs(rows)
     ratios = float32_ratios(results)
     result = []
     for mode in config.modes:
@@ -184,9 +186,16 @@ def markdown_table(
 
 
 def write_markdown(
-    path: Path, meta: dict[str, Any], rows: Sequence[Row], config: Config, lines: Sequence[str]
+    path: Path,
+    meta: dict[str, Any],
+    results: Sequence[Combined],
+    config: Config,
+    lines: Sequence[str],
 ) -> None:
-    """Write ``bench.md``: the setup, one table per (mode, threads) and the summary."""
+    """Write ``bench.md``: the setup, one table per (mode, threads) and the summary.
+
+    ``results``: the runs combined (:func:`~eml_ops.bench.stats.combine_runs`).
+    """
     parts = [
         "# eml_ops benchmark",
         "",
@@ -208,7 +217,7 @@ def write_markdown(
             "speed-up against PyTorch in the same run), [min-max]: the speed-up's range "
             "across the runs. The summary is computed from these geometric means.",
         ]
-    for title, header, body in tables(rows, config):
+    for title, header, body in tables(results, config):
         parts += ["", f"## {title}", "", markdown_table(header, body, text_columns=3)]
     if config.skipped:
         parts += ["", f"Skipped: {len(config.skipped)} runs ({config.skipped[0]['reason']})."]

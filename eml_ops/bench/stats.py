@@ -81,15 +81,14 @@ def float32_ratios(
     return ratios
 
 
-def summarize(rows: Sequence[Row]) -> list[dict[str, Any]]:
+def summarize(results: Sequence[Combined]) -> list[dict[str, Any]]:
     """Per (mode, threads, dtype, backend): geometric-mean speed-up, the worst shape, below 1.0x.
 
-    From the runs combined (:func:`combine_runs`): over all shapes and over the large ones
-    (>= 1 MFLOP); the shapes whose speed-up is below 1.0x, in suite order; and the geometric
-    mean of the backend's throughput relative to its own float32 throughput (None without
-    float32 rows).
+    From the runs combined (``results``, :func:`combine_runs`): over all shapes and over the
+    large ones (>= 1 MFLOP); the shapes whose speed-up is below 1.0x, in suite order; and the
+    geometric mean of the backend's throughput relative to its own float32 throughput (None
+    without float32 rows).
     """
-    results = combine_runs(rows)
     groups: dict[tuple[str, int, str, str], list[Combined]] = {}
     for r in results:
         if r.candidate != BASELINE[r.mode]:
@@ -187,15 +186,14 @@ def below_line(entry: dict[str, Any]) -> str:
     return f"{_prefix(entry)} below 1.0x on {len(below)} of {entry['shapes']} shapes: {listed}"
 
 
-def summary_lines(rows: Sequence[Row], summary: Sequence[dict[str, Any]]) -> list[str]:
+def summary_lines(results: Sequence[Combined], summary: Sequence[dict[str, Any]]) -> list[str]:
     """Format the summary as lines, plus the fraction of peak of 1024^3 forward on 1 thread.
 
     A line per entry, then per entry the shapes below 1.0x. A warning line is added for each
     result whose output differs from PyTorch's by more than its dtype's
     :data:`ERROR_TOLERANCE` (relative to the largest magnitude of PyTorch's result; the
-    largest over the runs).
+    largest over the runs). ``results``: the runs combined (:func:`combine_runs`).
     """
-    results = combine_runs(rows)
     lines = [summary_line(entry) for entry in summary]
     lines += [below_line(entry) for entry in summary]
     lines += [
