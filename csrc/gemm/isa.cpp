@@ -41,6 +41,11 @@ unsigned long long read_xcr0() {
 #endif
 }
 
+// Whether the OS saves every register state of `mask` (XCR0 bits).
+bool os_saves(unsigned long long mask) { return (read_xcr0() & mask) == mask; }
+constexpr unsigned long long kXmmYmmState = 0x6;   // XCR0 bits 1 (SSE) and 2 (AVX)
+constexpr unsigned long long kAvx512State = 0xe6;  // also 5, 6, 7 (opmask, ZMM halves)
+
 bool cpu_has_avx2_fma() {
   unsigned regs[4];
   cpuid(0, 0, regs);
@@ -50,8 +55,7 @@ bool cpu_has_avx2_fma() {
   const bool osxsave = (regs[2] >> 27) & 1;
   const bool avx = (regs[2] >> 28) & 1;
   if (!(fma && osxsave && avx)) return false;
-  constexpr unsigned long long kXmmYmmState = 0x6;  // XCR0 bits 1 (SSE) and 2 (AVX)
-  if ((read_xcr0() & kXmmYmmState) != kXmmYmmState) return false;
+  if (!os_saves(kXmmYmmState)) return false;
   cpuid(7, 0, regs);
   return (regs[1] >> 5) & 1;  // EBX bit 5: AVX2
 }
@@ -65,8 +69,7 @@ bool cpu_has_f16c_and_avx() {
   const bool avx = (regs[2] >> 28) & 1;
   const bool f16c = (regs[2] >> 29) & 1;
   if (!(osxsave && avx && f16c)) return false;
-  constexpr unsigned long long kXmmYmmState = 0x6;
-  return (read_xcr0() & kXmmYmmState) == kXmmYmmState;
+  return os_saves(kXmmYmmState);
 }
 
 // AVX512_BF16 (CPUID.(7,1):EAX bit 5) or AMX-BF16 (CPUID.(7,0):EDX bit 22), with the OS
@@ -77,8 +80,7 @@ bool cpu_has_bf16_dot_products() {
   if (regs[0] < 7) return false;
   cpuid(1, 0, regs);
   if (!((regs[2] >> 27) & 1)) return false;  // OSXSAVE: xgetbv is usable
-  constexpr unsigned long long kAvx512State = 0xe6;
-  if ((read_xcr0() & kAvx512State) != kAvx512State) return false;
+  if (!os_saves(kAvx512State)) return false;
   cpuid(7, 0, regs);
   const bool amx_bf16 = (regs[3] >> 22) & 1;
   cpuid(7, 1, regs);
@@ -89,8 +91,7 @@ bool cpu_has_bf16_dot_products() {
 // AVX-512F (CPUID.(7,0):EBX bit 16) with the OS saving the opmask and ZMM state.
 bool cpu_has_avx512f() {
   if (!cpu_has_avx2_fma()) return false;  // also checks that xgetbv is usable
-  constexpr unsigned long long kAvx512State = 0xe6;  // XCR0 bits 1, 2, 5, 6, 7
-  if ((read_xcr0() & kAvx512State) != kAvx512State) return false;
+  if (!os_saves(kAvx512State)) return false;
   unsigned regs[4];
   cpuid(7, 0, regs);
   return (regs[1] >> 16) & 1;
