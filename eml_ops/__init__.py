@@ -49,6 +49,9 @@ _check_torch_version()
 # After the version check: _C links libtorch. _sharding registers DTensor strategies lazily.
 from . import _C, _backends, _sharding  # noqa: E402, F401
 from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
+from ._flops import register_flop_formulas  # noqa: E402
+from ._onnx import register_onnx_translations  # noqa: E402
+from ._quantization import register_quantization  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402
 
@@ -88,3 +91,6 @@ def hello() -> None:
 
 _backends.apply_environment()
 register_vmap_rules()
+register_flop_formulas()  # torch.utils.flop_counter.FlopCounterMode
+register_onnx_translations()  # torch.onnx.export, both exporters
+register_quantization()  # torch.ao.quantization's eager flows

@@ -173,24 +173,6 @@ def test_parametrized_layer_computes_like_parametrized_nn_linear(kind: str) -> N
 # Quantisers: module swappers and weight subclasses
 
 
-def test_quantize_dynamic_leaves_layers_float_and_correct() -> None:
-    """torch.ao swaps by exact type: a Layer is not an nn.Linear to it and stays as it is."""
-    original, converted = converted_pair()
-    x = torch.randn(5, 8)
-    expected = original(x)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch.ao.quantization
-        from torch.ao.quantization import quantize_dynamic
-
-        quantized_original = quantize_dynamic(copy.deepcopy(original), {nn.Linear})
-        quantized = quantize_dynamic(converted, {nn.Linear})
-        quantized_by_layer = quantize_dynamic(copy.deepcopy(converted), {eml_ops.Layer})
-    assert type(quantized_original[0]) is not nn.Linear  # the original was quantised
-    for model in (quantized, quantized_by_layer):
-        assert [type(model[i]) for i in (0, 2, 4)] == [eml_ops.Layer] * 3
-        torch.testing.assert_close(model(x), expected)
-
-
 def test_dynamic_quantized_linear_from_a_layer_is_a_clear_error() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

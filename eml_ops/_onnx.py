@@ -1,0 +1,127 @@
+"""ONNX export of the ``eml::`` operators, with both of ``torch.onnx.export``'s exporters.
+
+A converted model exports to standard ONNX operators (``Gemm``, or ``MatMul`` and ``Add``, in
+the default domain), so any ONNX runtime runs it without eml_ops. Each exporter gets the
+translation it looks for, registered when :mod:`eml_ops` is imported:
+
+* The **dynamo exporter** (``dynamo=True``, the default) captures the model with
+  ``torch.export``, where our operators stay whole, and then runs ``run_decompositions`` with
+  a table it builds from ``torch._decomp.decomposition_table`` (the global table of
+  post-autograd decompositions) for every operator that its ONNX registry does not
+  translate. So we register a decomposition there, with
+  :func:`torch._decomp.register_decomposition`: the operator's own
+  ``CompositeExplicitAutograd`` kernel (argument checks, then ``at::linear``, ``at::mm`` and
+  ``sum``), which the exporter traces into ATen operators it translates. It is the one hook
+  that needs neither onnxscript nor ``torch.onnx`` at import time; the alternatives are the
+  private ``_torchlib`` registry of ``torch.onnx._internal`` or onnxscript's (both load
+  onnxscript), or a ``CompositeImplicitAutograd`` kernel, which would make every
+  ``run_decompositions()`` (torch.export, AOTInductor) decompose our operators too.
+  The table is read elsewhere only by FakeTensorMode for symbolic shapes, where running that
+  same kernel gives the same result as before.
+* The **TorchScript exporter** (``dynamo=False``) traces the model with ``torch.jit.trace``,
+  which records ``eml::linear``, and looks up a symbolic function per operator name: the
+  public :func:`torch.onnx.register_custom_op_symbolic` registers ATen's own ``aten::linear``
+  symbolic for ours. ``torch.onnx`` takes a while to import, so the registration waits until
+  something imports it (see :func:`_after_import`).
+
+``eml::linear_backward`` appears only in training graphs, which neither exporter exports;
+the dynamo exporter would decompose it like the other two, the TorchScript exporter has no
+symbolic for it (``UnsupportedOperatorError``).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._decomp import decomposition_table, register_decomposition
+
+OPS = torch.ops.eml
+# The operators an inference graph holds; the TorchScript exporter needs a symbolic for each.
+_FORWARD_OPS = ("eml::linear", "eml::linear_forward")
+# register_custom_op_symbolic serves the given opset and all later ones; ATen's linear
+# symbolic is opset 9's.
+_SYMBOLIC_OPSET = 9
+
+
+def _composite_kernel(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """Call ``op``'s ``CompositeExplicitAutograd`` kernel (written in ATen operators)."""
+    composite = torch._C.DispatchKey.CompositeExplicitAutograd
+
+    def decomposition(*args: Any, **kwargs: Any) -> Any:
+        return op._op_dk(composite, *args, **kwargs)
+
+    decomposition.__name__ = f"{op._schema.name.replace('::', '_')}_composite"
+    return decomposition
+
+
+def register_decompositions() -> None:
+    """Register the decompositions the dynamo exporter applies (once per process)."""
+    for packet in (OPS.linear, OPS.linear_forward, OPS.linear_backward):
+        op = packet.default
+        if op not in decomposition_table:
+            register_decomposition(op)(_composite_kernel(op))
+
+
+def register_torchscript_symbolics() -> None:
+    """Register ATen's ``aten::linear`` symbolic for our forward operators."""
+    from torch.onnx import register_custom_op_symbolic, symbolic_opset9
+
+    for name in _FORWARD_OPS:
+        register_custom_op_symbolic(name, symbolic_opset9.linear, _SYMBOLIC_OPSET)
+
+
+class _LoaderThenHook(importlib.abc.Loader):
+    """A module's own loader, followed by a hook that receives the loaded module."""
+
+    def __init__(self, loader: importlib.abc.Loader, hook: Callable[[], None]) -> None:
+        self._loader = loader
+        self._hook = hook
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._hook()
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, ...: the loader's
+        return getattr(self._loader, name)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds ``name`` once, as the other finders do, and runs ``hook`` after loading it."""
+
+    def __init__(self, name: str, hook: Callable[[], None]) -> None:
+        self._name = name
+        self._hook = hook
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self._name:
+            return None
+        sys.meta_path.remove(self)  # one shot, and out of the way of the search below
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _LoaderThenHook(spec.loader, self._hook)
+        return spec
+
+
+def _after_import(name: str, hook: Callable[[], None]) -> None:
+    """Run ``hook`` now if module ``name`` is loaded, else right after it is first imported."""
+    if name in sys.modules:
+        hook()
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, hook))
+
+
+def register_onnx_translations() -> None:
+    """Make both exporters of ``torch.onnx.export`` translate our operators."""
+    register_decompositions()
+    _after_import("torch.onnx", register_torchscript_symbolics)
