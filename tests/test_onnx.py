@@ -8,6 +8,8 @@ for the batch size it was exported with and for another one (dynamic axes).
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -125,3 +127,22 @@ def test_export_leaves_torch_export_graphs_alone() -> None:
     assert torch.ops.eml.linear_forward.default in targets  # below eml::linear's autograd
     aten = torch.ops.aten
     assert not targets & {aten.linear.default, aten.addmm.default, aten.mm.default}
+
+
+# Whichever of eml_ops and torch.onnx comes first, the TorchScript exporter's symbolics are
+# registered once torch.onnx is loaded, and eml_ops alone does not load it (import time).
+IMPORT_ORDER_CHECK = """
+import importlib, sys
+importlib.import_module(sys.argv[1])
+import eml_ops
+assert ("torch.onnx" in sys.modules) == (sys.argv[1] == "torch.onnx"), "eml_ops loaded torch.onnx"
+import torch.onnx
+from torch.onnx._internal.torchscript_exporter.registration import registry
+for name in ("eml::linear", "eml::linear_forward"):
+    assert registry.is_registered_op(name, 17), name
+"""
+
+
+@pytest.mark.parametrize("first", ["eml_ops", "torch.onnx"])
+def test_torchscript_symbolics_whichever_is_imported_first(first: str) -> None:
+    subprocess.run([sys.executable, "-c", IMPORT_ORDER_CHECK, first], check=True)
