@@ -17,6 +17,7 @@ import torch
 from filelock import FileLock
 
 import eml_ops
+from tests.helpers import child_environment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +44,7 @@ def programs() -> Path:
 
 
 def one_thread() -> dict[str, str]:
-    return dict(os.environ, OMP_NUM_THREADS="1")
+    return child_environment(OMP_NUM_THREADS="1")
 
 
 def test_cpp_training_matches_python(programs: Path, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ import torch.nn.utils.prune
 from torch import nn
 
 import eml_ops
+from tests.helpers import child_environment
 
 
 def make_mlp(bias: bool = True) -> nn.Sequential:
@@ -447,10 +448,7 @@ DISTRIBUTED_CASES = [
 
 def subprocess_env() -> dict[str, str]:
     """One thread per process, this test's eml_ops first on the path."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    package_root = str(Path(eml_ops.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
+    return child_environment(OMP_NUM_THREADS="1")
 
 
 def test_dtensor_tensor_parallel_and_fsdp2_on_two_ranks(tmp_path: Path) -> None:
