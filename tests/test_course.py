@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import eml_ops
-from tests.helpers import child_environment
 from eml_ops import demo, linear_cpp, linear_python
+from tests.helpers import child_environment
 
 # Derived on paper (README): Y = X W^T, dL/dX = dL/dY W, dL/dW = (dL/dY)^T X.
 EXPECTED_Y = torch.tensor([[50.0, 122.0], [68.0, 167.0]])

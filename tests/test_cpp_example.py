@@ -7,7 +7,6 @@ of libeml_ops.so only relinks), under a lock shared by the pytest workers.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType

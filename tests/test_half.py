@@ -7,7 +7,6 @@ overflow and autocast."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 

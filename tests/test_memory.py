@@ -10,7 +10,6 @@ steps; the growth must stay under a generous bound. A leak of even one small buf
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,7 +129,7 @@ THP_CONTROL = Path("/sys/kernel/mm/transparent_hugepage")
 
 @pytest.mark.skipif(sys.platform != "linux", reason="transparent huge pages are Linux's")
 @pytest.mark.skipif(not THP_CONTROL.exists(),
-                    reason=f"this Linux kernel has no transparent huge pages ({THP_CONTROL} is absent)")
+                    reason=f"no transparent huge pages in this kernel ({THP_CONTROL} is absent)")
 @pytest.mark.parametrize("backend", ["blocked", "reference"])
 def test_large_fresh_outputs_are_advised_onto_huge_pages(backend: str) -> None:
     """A 64 MiB output and dL/dW (beyond glibc's mmap threshold) get MADV_HUGEPAGE ("hg").

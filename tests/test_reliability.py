@@ -13,13 +13,8 @@ blocked backend, and must give what torch.nn.functional.linear gives.
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import torch
