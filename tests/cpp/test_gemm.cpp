@@ -1,8 +1,8 @@
 // Standalone test (no torch) of eml::gemm::blocked_gemm against a float64 naive
-// reference: odd shapes, every stride layout, bias / row sums, both ISAs, every
-// path, threads; float, double, bfloat16 and float16 (with the 16-bit conversions
-// checked bit for bit against an exact rounding reference). `test_gemm bench [threads
-// [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
+// reference (and of gemm::run, the op layer's entry): odd shapes, every stride layout,
+// bias / row sums, both ISAs, every path, threads; float, double, bfloat16 and float16
+// (with the 16-bit conversions checked bit for bit against an exact rounding reference).
+// `test_gemm bench [threads [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
 // BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...").
 #include <algorithm>
 #include <array>
