@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 import eml_ops
+from tests.helpers import child_environment
 
 EXPORTERS = ["dynamo", "torchscript"]
 EXPORT_BATCH, OTHER_BATCH = 3, 5
@@ -145,4 +146,5 @@ for name in ("eml::linear", "eml::linear_forward"):
 
 @pytest.mark.parametrize("first", ["eml_ops", "torch.onnx"])
 def test_torchscript_symbolics_whichever_is_imported_first(first: str) -> None:
-    subprocess.run([sys.executable, "-c", IMPORT_ORDER_CHECK, first], check=True)
+    subprocess.run([sys.executable, "-c", IMPORT_ORDER_CHECK, first], check=True,
+                   env=child_environment())
