@@ -50,12 +50,15 @@ _check_torch_version()
 from . import _C, _backends, _sharding  # noqa: E402, F401
 from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
+from .compressed import CompressedLayer, compress_weights  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402
 
 __all__ = [
+    "CompressedLayer",
     "Layer",
     "available_backends",
     "cmake_prefix_path",
+    "compress_weights",
     "get_backend",
     "hello",
     "library_path",
