@@ -9,9 +9,9 @@ import io
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.nn.utils.prune
 from hypothesis import given
 from hypothesis import strategies as st
-import torch.nn.utils.prune
 from torch import nn
 
 import eml_ops
