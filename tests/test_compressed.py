@@ -353,3 +353,21 @@ def test_peft_lora_trains_on_a_compressed_bert(monkeypatch: pytest.MonkeyPatch) 
     assert torch.equal(query.base_layer.weight, base_weight)  # the base stayed frozen
     trained = [n for n, p in lora_compressed.named_parameters() if p.requires_grad]
     assert trained and all("lora_" in n or "classifier" in n for n in trained)
+
+
+# --------------------------------------------------------------------------------------------
+# The benchmark's compressed mode (tiny sizes: what it runs and prints, not how fast)
+
+
+def test_bench_compressed_results_and_markdown() -> None:
+    from eml_ops.bench import compressed as bench
+
+    results = bench.bench(features=64, layers=2, batches=(1, 3), threads=(1,), repeats=1,
+                          min_time=0.0)
+    names = {r["candidate"] for r in results}
+    assert {"nn.Linear float32", "eml float32", "eml int8", "eml bfloat16 weights",
+            "eml float16 weights", "torchao int8 weight-only"} <= names
+    assert all(r["seconds"] > 0 for r in results)
+    assert all(r["speedup"] == 1.0 for r in results if r["candidate"] == bench.BASELINE)
+    table = bench.markdown(results, 64, 2)
+    assert "| 1 | 1.00x |" in table and "| 3 | 1.00x |" in table
