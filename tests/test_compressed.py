@@ -16,7 +16,7 @@ from torch import nn
 
 import eml_ops
 from eml_ops.compressed import quantize_int8
-from tests.conftest import tolerance
+from tests.helpers import tolerance
 from tests.test_properties import build, linear_problems, running_on
 
 op = torch.ops.eml.compressed_linear

@@ -1,19 +1,17 @@
 // CPU kernel of eml::compressed_linear: float32 activations times int8 (with per-channel
-// scales) or 16-bit weights on gemm::compressed_gemm (gemm/blocked/compressed_gemm.h).
-// Every backend but aten runs it: tpp hands compressed weights to blocked, as it does
-// 16-bit types (LIBXSMM 1.17 has no mixed-type kernels for AVX2), and reference has no
-// loops of its own for them.
+// scales) or 16-bit weights, handed to gemm::run_compressed (gemm/run.h, which holds the
+// backend policy: every backend but aten, on blocked's compressed_gemm).
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cstdint>
 
-#include "gemm/blocked/compressed_gemm.h"
+#include "gemm/backend.h"
 #include "gemm/gemm.h"
-#include "ops/backend.h"
+#include "gemm/run.h"
 #include "ops/compressed_linear.h"
-#include "ops/composite/linear_kernel.h"
+#include "ops/linear.h"
 
 namespace eml::ops::cpu {
 namespace {
@@ -45,11 +43,12 @@ gemm::ConstMatrixView<W> weight_view(const at::Tensor& weight) {
 at::Tensor compressed_linear_cpu(const at::Tensor& input, const at::Tensor& weight,
                                  const std::optional<at::Tensor>& scales,
                                  const std::optional<at::Tensor>& bias) {
-  if (current_backend() == Backend::aten) {
+  const Backend backend = current_backend();
+  if (!gemm::runs_compressed_on_own_gemm(backend)) {
     return compressed_linear_aten(input, weight, scales, bias);
   }
   detail::check_compressed_linear_args(input, weight, scales, bias);
-  const at::Tensor input_2d = composite::as_matrix(input);
+  const at::Tensor input_2d = detail::as_matrix(input);
   const at::Tensor scales_contiguous =
       scales.has_value() && scales->defined() ? scales->contiguous() : at::Tensor();
   const at::Tensor bias_contiguous =
@@ -61,18 +60,19 @@ at::Tensor compressed_linear_cpu(const at::Tensor& input, const at::Tensor& weig
                                     output.size(1), output.size(1)};
   const float* scale_data = optional_data(scales_contiguous);
   const float* bias_data = optional_data(bias_contiguous);
+  const gemm::Threading threading = intra_op_threading();
   switch (weight.scalar_type()) {
     case at::kChar:
-      gemm::compressed_gemm(a, weight_view<int8_t, int8_t>(weight), scale_data, c, bias_data,
-                            intra_op_threading());
+      gemm::run_compressed(backend, a, weight_view<int8_t, int8_t>(weight), scale_data, c,
+                           bias_data, threading);
       break;
     case at::kBFloat16:
-      gemm::compressed_gemm(a, weight_view<gemm::bfloat16_t, at::BFloat16>(weight), scale_data,
-                            c, bias_data, intra_op_threading());
+      gemm::run_compressed(backend, a, weight_view<gemm::bfloat16_t, at::BFloat16>(weight),
+                           scale_data, c, bias_data, threading);
       break;
     case at::kHalf:
-      gemm::compressed_gemm(a, weight_view<gemm::float16_t, at::Half>(weight), scale_data, c,
-                            bias_data, intra_op_threading());
+      gemm::run_compressed(backend, a, weight_view<gemm::float16_t, at::Half>(weight),
+                           scale_data, c, bias_data, threading);
       break;
     default:  // check_compressed_linear_args allows no other
       TORCH_INTERNAL_ASSERT(false, "eml::compressed_linear: weight dtype");
