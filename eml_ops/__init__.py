@@ -53,12 +53,15 @@ from ._flops import register_flop_formulas  # noqa: E402
 from ._onnx import register_onnx_translations  # noqa: E402
 from ._quantization import register_quantization  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
+from .compressed import CompressedLayer, compress_weights  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402
 
 __all__ = [
+    "CompressedLayer",
     "Layer",
     "available_backends",
     "cmake_prefix_path",
+    "compress_weights",
     "get_backend",
     "hello",
     "library_path",

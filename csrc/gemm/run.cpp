@@ -5,6 +5,7 @@
 #include <string>
 
 #include "blocked/blocked_gemm.h"
+#include "blocked/compressed_gemm.h"
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "tpp/tpp_gemm.h"
 #endif
@@ -63,5 +64,27 @@ EML_GEMM_INSTANTIATE_RUN(double)
 EML_GEMM_INSTANTIATE_RUN(bfloat16_t)
 EML_GEMM_INSTANTIATE_RUN(float16_t)
 #undef EML_GEMM_INSTANTIATE_RUN
+
+bool runs_compressed_on_own_gemm(Backend backend) { return backend != Backend::aten; }
+
+template <typename W>
+void run_compressed(Backend backend, ConstMatrixView<float> a, ConstMatrixView<W> weight,
+                    const float* scales, OutputMatrix<float> c, const float* bias,
+                    const Threading& threading) {
+  if (!runs_compressed_on_own_gemm(backend)) {
+    throw std::invalid_argument(std::string("gemm::run_compressed: backend '") +
+                                backend_name(backend) + "' is not one of the GEMM library's");
+  }
+  compressed_gemm(a, weight, scales, c, bias, threading);
+}
+
+#define EML_GEMM_INSTANTIATE_RUN_COMPRESSED(W)                                              \
+  template void run_compressed<W>(Backend, ConstMatrixView<float>, ConstMatrixView<W>,     \
+                                  const float*, OutputMatrix<float>, const float*,         \
+                                  const Threading&);
+EML_GEMM_INSTANTIATE_RUN_COMPRESSED(int8_t)
+EML_GEMM_INSTANTIATE_RUN_COMPRESSED(bfloat16_t)
+EML_GEMM_INSTANTIATE_RUN_COMPRESSED(float16_t)
+#undef EML_GEMM_INSTANTIATE_RUN_COMPRESSED
 
 }  // namespace eml::gemm

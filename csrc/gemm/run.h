@@ -30,6 +30,18 @@ template <typename T>
 void run(Backend backend, ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
          const Epilogue<T>& epilogue, const Threading& threading);
 
+// Compressed weights: C = A·(scales ⊙ W)^T + bias with float A and C and W of int8_t,
+// bfloat16_t or float16_t, with the contract of compressed_gemm (blocked/compressed_gemm.h).
+// Every backend but aten computes it (runs_compressed_on_own_gemm), on blocked: tpp hands it
+// over as it does the 16-bit types (LIBXSMM 1.17 has no kernels that widen int8 or 16-bit
+// operands against float ones on AVX2), and reference has no loops of its own for it.
+// Throws std::invalid_argument for Backend::aten.
+bool runs_compressed_on_own_gemm(Backend backend);
+template <typename W>
+void run_compressed(Backend backend, ConstMatrixView<float> a, ConstMatrixView<W> weight,
+                    const float* scales, OutputMatrix<float> c, const float* bias,
+                    const Threading& threading);
+
 // Matrix-vector shapes (fewer rows or columns of C than this) run near scalar speed in
 // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them.
 inline constexpr int64_t kTppMinRowsAndCols = 4;

@@ -21,7 +21,7 @@ import torch
 
 import eml_ops
 
-from . import plot, report, stats, timing
+from . import compressed, plot, report, stats, timing
 from .suite import (
     ALL_MODES,
     DEFAULT_SHAPES,
@@ -36,6 +36,9 @@ from .suite import (
     cases,
     dtype_name,
 )
+
+# On request only: inference with compressed weights, a suite of its own.
+COMPRESSED_MODE = "compressed"
 
 
 def parse_shapes(text: str) -> list[Shape]:
@@ -79,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--modes",
         type=_name_list,
-        help="forward,train,mlp (default: forward,train; mlp: a 3-layer MLP training step, "
-        "under autocast for the 16-bit dtypes)",
+        help="forward,train,mlp,compressed (default: forward,train; mlp: a 3-layer MLP "
+        "training step, under autocast for the 16-bit dtypes; compressed: inference on a stack "
+        "of four 4096x4096 layers with int8 / 16-bit weights, see eml_ops/bench/compressed.py)",
     )
     parser.add_argument(
         "--backends",
@@ -137,8 +141,8 @@ def make_config(argv: Sequence[str]) -> Config:
     if unknown:
         parser.error(f"backend(s) {unknown} not available; available: {available}")
     modes = args.modes if args.modes is not None else list(MODES)
-    if not modes or any(mode not in ALL_MODES for mode in modes):
-        parser.error(f"--modes takes a comma-separated subset of {list(ALL_MODES)}")
+    if not modes or any(mode not in (*ALL_MODES, COMPRESSED_MODE) for mode in modes):
+        parser.error(f"--modes takes a comma-separated subset of {[*ALL_MODES, COMPRESSED_MODE]}")
     cores = os.cpu_count() or 1
     threads = args.threads if args.threads is not None else sorted({1, cores})
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 11)
@@ -213,6 +217,13 @@ def run(config: Config) -> tuple[dict[str, Any], list[Row]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark with command-line options ``argv``; the exit code."""
     config = make_config(sys.argv[1:] if argv is None else argv)
+    if COMPRESSED_MODE in config.modes:  # its own suite and table (bench/compressed.py)
+        table = compressed.main(config.out, config.threads, repeats=min(config.repeats, 5),
+                                min_time=max(config.min_time, 0.05), seed=config.seed)
+        print(f"\n{table}")
+        config.modes = [mode for mode in config.modes if mode != COMPRESSED_MODE]
+        if not config.modes:
+            return 0
     start = time.perf_counter()
     meta, rows = run(config)
     meta["elapsed_s"] = time.perf_counter() - start

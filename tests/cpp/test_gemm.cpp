@@ -1,7 +1,8 @@
 // Standalone test (no torch) of eml::gemm::blocked_gemm against a float64 naive
 // reference (and of gemm::run, the op layer's entry): odd shapes, every stride layout,
 // bias / row sums, both ISAs, every path, threads; float, double, bfloat16 and float16
-// (with the 16-bit conversions checked bit for bit against an exact rounding reference).
+// (with the 16-bit conversions checked bit for bit against an exact rounding reference);
+// compressed_gemm (float A, int8 / 16-bit weights) on both of its paths.
 // `test_gemm bench [threads [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
 // BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...").
 #include <algorithm>
@@ -25,6 +26,8 @@
 #include "gemm/blocked/blocked_gemm.h"
 #include "gemm/blocked/kernels.h"
 #include "gemm/blocked/path.h"
+#include "gemm/blocked/compressed_gemm.h"
+#include "gemm/blocked/weight_kernels.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
 #include "gemm/isa.h"
@@ -141,6 +144,12 @@ const char* type_name() {
   if constexpr (std::is_same_v<T, double>) return "f64";
   if constexpr (std::is_same_v<T, bfloat16_t>) return "bf16";
   if constexpr (std::is_same_v<T, float16_t>) return "f16";
+}
+
+template <typename W>
+const char* compressed_type_name() {
+  if constexpr (std::is_same_v<W, int8_t>) return "int8";
+  if constexpr (!std::is_same_v<W, int8_t>) return type_name<W>();
 }
 
 // Mantissa bits and smallest normal exponent of the 16-bit types.
@@ -671,6 +680,75 @@ void check_long_reductions() {
   blocked::force_path(Path::automatic);
 }
 
+// ---------------------------------------------------------------- compressed weights
+// compressed_gemm against float64 on the same (widened) weights: few rows (the dot
+// path) and many (widened blocks on blocked_gemm), strided A, scales and bias, threads.
+template <typename W>
+void check_compressed(std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::uniform_int_distribution<int> quantised(-127, 127);
+  const int64_t shapes[][3] = {{1, 1, 1},     {1, 37, 19}, {3, 9, 600},    {5, 4100, 33},
+                               {8, 64, 1030}, {32, 17, 9}, {33, 70, 300},  {100, 600, 2100},
+                               {7, 3, 0},     {0, 5, 4}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    for (const bool transposed_a : {false, true}) {
+      std::vector<float> a(static_cast<size_t>(m * k));
+      for (float& value : a) value = static_cast<float>(dist(rng));
+      std::vector<W> w(static_cast<size_t>(n * k));
+      for (W& value : w) {
+        if constexpr (std::is_same_v<W, int8_t>) {
+          value = static_cast<int8_t>(quantised(rng));
+        } else {
+          value = from_double<W>(dist(rng));
+        }
+      }
+      std::vector<float> scales(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+      for (float& value : scales) value = static_cast<float>(0.01 + std::abs(dist(rng)));
+      for (float& value : bias) value = static_cast<float>(dist(rng));
+      const ConstMatrixView<float> a_view =
+          transposed_a ? ConstMatrixView<float>{a.data(), m, k, 1, m}
+                       : ConstMatrixView<float>{a.data(), m, k, k, 1};
+      for (Isa isa : isas()) {
+        set_active_isa(isa);
+        for (int threads : {1, 3}) {
+          SpinPool pool(threads);
+          std::vector<float> c(static_cast<size_t>(m * n), NAN);
+          compressed_gemm<W>(a_view, ConstMatrixView<W>{w.data(), n, k, k, 1}, scales.data(),
+                             OutputMatrix<float>{c.data(), m, n, n}, bias.data(),
+                             pool_threading(pool, threads));
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0, magnitude = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                const double product = double{a_view(i, p)} * as_double(w[j * k + p]);
+                sum += product;
+                magnitude += std::abs(product);
+              }
+              const double want = sum * scales[j] + bias[j];
+              const double bound =
+                  4.0 * (static_cast<double>(k) + 2) * 0x1p-24 * (magnitude * scales[j] + 1);
+              ++g_checks;
+              if (!close_enough(c[i * n + j], want, bound)) {
+                char where[160];
+                std::snprintf(where, sizeof(where),
+                              "compressed %s m=%lld n=%lld k=%lld %s isa=%s threads=%d",
+                              compressed_type_name<W>(), static_cast<long long>(m),
+                              static_cast<long long>(n), static_cast<long long>(k),
+                              transposed_a ? "A^T" : "A", isa_name(isa), threads);
+                fail("C(" + std::to_string(i) + "," + std::to_string(j) + ") = " +
+                         std::to_string(c[i * n + j]) + ", want " + std::to_string(want),
+                     where);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+}
+
 // ---------------------------------------------------------------- timing
 template <typename T>
 double best_seconds(const std::function<void()>& run, double budget_seconds) {
@@ -796,6 +874,9 @@ int main(int argc, char** argv) {
                              best_and_generic, rng);
   }
   check_long_reductions();
+  check_compressed<int8_t>(rng);
+  check_compressed<bfloat16_t>(rng);
+  check_compressed<float16_t>(rng);
   std::printf("F16C: %s\n", cpu_has_f16c() ? "yes" : "no");
   if (g_failures != 0) {
     std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures,

@@ -1,6 +1,7 @@
 // Row conversions between the 16-bit element types and float with AVX2 (bfloat16:
 // integer rounding; float16: F16C's vcvtps2ph / vcvtph2ps), 8 values at a time.
 #include "kernels.h"
+#include "weight_kernels.h"
 
 #if EML_GEMM_X86
 
@@ -60,6 +61,15 @@ void set_avx2_conversions(Kernels<S>& kernels) {
 
 template void set_avx2_conversions<bfloat16_t>(Kernels<bfloat16_t>&);
 template void set_avx2_conversions<float16_t>(Kernels<float16_t>&);
+
+template <typename W>
+void set_avx2_weight_widen(WeightKernels<W>& kernels) {
+  kernels.widen = &widen_row<W>;
+}
+
+template void set_avx2_weight_widen<int8_t>(WeightKernels<int8_t>&);
+template void set_avx2_weight_widen<bfloat16_t>(WeightKernels<bfloat16_t>&);
+template void set_avx2_weight_widen<float16_t>(WeightKernels<float16_t>&);
 
 }  // namespace eml::gemm::blocked
 

@@ -2,6 +2,7 @@
 // packing to pay off. See kernels.h for what each tile computes.
 #include "direct_tiles.h"
 #include "kernels.h"
+#include "weight_kernels.h"
 
 #if EML_GEMM_X86
 
@@ -35,13 +36,15 @@ EML_AVX2_INLINE void dot_half_pass(const bfloat16_t* a, int64_t lda, const bfloa
 
 // R x C dot products along k: vector accumulators reduced horizontally at the end.
 // Small tiles keep U = 2 sets of accumulators (even and odd steps) so that at least
-// 8 FMA chains are in flight.
-template <typename S, int R, int C>
-EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb,
+// 8 FMA chains are in flight. B's elements SB are S, or compressed weights (int8,
+// 16-bit) under float A, widened in registers by Load<SB>.
+template <typename S, typename SB, int R, int C>
+EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const SB* b, int64_t ldb,
                               Acc<S>* c, int64_t ldc, const Acc<S>* bias, bool accumulate) {
   using T = Acc<S>;
   using VT = Vec<T>;
   using LS = Load<S>;
+  using LB = Load<SB>;
   using V = typename VT::V;
   constexpr int L = VT::lanes;
   constexpr int U = R * C < 8 ? 2 : 1;
@@ -55,7 +58,7 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const S* b, in
     }
   }
   int64_t p = 0;
-  if constexpr (std::is_same_v<S, bfloat16_t> && R * C <= 4) {
+  if constexpr (std::is_same_v<S, bfloat16_t> && std::is_same_v<SB, bfloat16_t> && R * C <= 4) {
     // Small (matrix-vector) tiles: 16 steps per pass, widened as even and odd steps (see
     // Load): a shift or a mask per 8 values instead of a shuffle and a shift, which the
     // memory-bound loop cannot hide. (Larger tiles run out of registers this way.)
@@ -72,20 +75,22 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const S* b, in
       for (int r = 0; r < R; ++r) av[r] = LS::loadu(a + r * lda + p + u * L);
 #pragma GCC unroll 4
       for (int j = 0; j < C; ++j) {
-        const V bv = LS::loadu(b + j * ldb + p + u * L);
+        const V bv = LB::loadu(b + j * ldb + p + u * L);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) acc[u][r][j] = VT::fma(av[r], bv, acc[u][r][j]);
       }
     }
   }
   for (; p < k; p += L) {  // the rest, masked: lanes past k load as 0 and add nothing
-    const auto mask = LS::mask(static_cast<int>(k - p < L ? k - p : L));
+    const int lanes = static_cast<int>(k - p < L ? k - p : L);
+    const auto mask = LS::mask(lanes);
+    const auto b_mask = LB::mask(lanes);
     V av[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) av[r] = LS::maskload(a + r * lda + p, mask);
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) {
-      const V bv = LS::maskload(b + j * ldb + p, mask);
+      const V bv = LB::maskload(b + j * ldb + p, b_mask);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
     }
@@ -297,8 +302,8 @@ EML_TARGET_AVX2 void stream_tile(int64_t k, const S* a, int64_t a_row_stride,
 
 // This file's tiles, for set_direct_tiles (direct_tiles.h).
 struct Avx2Tiles {
-  template <typename S, int R, int C>
-  static DotTile<S> dot() { return &dot_tile<S, R, C>; }
+  template <typename S, typename SB, int R, int C>
+  static DotTile<S, SB> dot() { return &dot_tile<S, SB, R, C>; }
   template <typename S, int R>
   static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R>; }
   template <typename S, int R>
@@ -316,6 +321,15 @@ template void set_avx2_direct_tiles<float>(Kernels<float>&);
 template void set_avx2_direct_tiles<double>(Kernels<double>&);
 template void set_avx2_direct_tiles<bfloat16_t>(Kernels<bfloat16_t>&);
 template void set_avx2_direct_tiles<float16_t>(Kernels<float16_t>&);
+
+template <typename W>
+void set_avx2_weight_tiles(WeightKernels<W>& kernels) {
+  set_dot_tiles<Avx2Tiles>(kernels.dot);
+}
+
+template void set_avx2_weight_tiles<int8_t>(WeightKernels<int8_t>&);
+template void set_avx2_weight_tiles<bfloat16_t>(WeightKernels<bfloat16_t>&);
+template void set_avx2_weight_tiles<float16_t>(WeightKernels<float16_t>&);
 
 }  // namespace eml::gemm::blocked
 

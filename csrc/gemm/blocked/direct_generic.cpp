@@ -4,14 +4,15 @@
 
 #include "direct_tiles.h"
 #include "kernels.h"
+#include "weight_kernels.h"
 
 namespace eml::gemm::blocked {
 namespace {
 
 constexpr int kLanes = 8;
 
-template <typename S, int R, int C>
-void dot_tile(int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb, Acc<S>* c,
+template <typename S, typename SB, int R, int C>
+void dot_tile(int64_t k, const S* a, int64_t lda, const SB* b, int64_t ldb, Acc<S>* c,
               int64_t ldc, const Acc<S>* bias, bool accumulate) {
   using T = Acc<S>;
   T acc[R][C][kLanes] = {};
@@ -79,8 +80,8 @@ void stream_tile(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stri
 
 // This file's tiles, for set_direct_tiles (direct_tiles.h).
 struct GenericTiles {
-  template <typename S, int R, int C>
-  static DotTile<S> dot() { return &dot_tile<S, R, C>; }
+  template <typename S, typename SB, int R, int C>
+  static DotTile<S, SB> dot() { return &dot_tile<S, SB, R, C>; }
   template <typename S, int R>
   static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R>; }
   template <typename S, int R>
@@ -98,5 +99,14 @@ template void set_generic_direct_tiles<float>(Kernels<float>&);
 template void set_generic_direct_tiles<double>(Kernels<double>&);
 template void set_generic_direct_tiles<bfloat16_t>(Kernels<bfloat16_t>&);
 template void set_generic_direct_tiles<float16_t>(Kernels<float16_t>&);
+
+template <typename W>
+void set_generic_weight_tiles(WeightKernels<W>& kernels) {
+  set_dot_tiles<GenericTiles>(kernels.dot);
+}
+
+template void set_generic_weight_tiles<int8_t>(WeightKernels<int8_t>&);
+template void set_generic_weight_tiles<bfloat16_t>(WeightKernels<bfloat16_t>&);
+template void set_generic_weight_tiles<float16_t>(WeightKernels<float16_t>&);
 
 }  // namespace eml::gemm::blocked

@@ -1,7 +1,7 @@
 // Fills a Kernels table's packing-free tiles (dot, broadcast, stream: one function per
 // tile shape) from the tile templates of one ISA's file (direct_avx2.cpp,
 // direct_generic.cpp). `Tiles` names them:
-//   template <typename S, int R, int C> static DotTile<S> dot();
+//   template <typename S, typename SB, int R, int C> static DotTile<S, SB> dot();
 //   template <typename S, int R> static BroadcastTile<S> broadcast();
 //   template <typename S, int R> static StreamTile<S> stream();
 #pragma once
@@ -13,14 +13,14 @@
 namespace eml::gemm::blocked {
 namespace direct_tiles {
 
-template <typename Tiles, typename S, int R, int... Cs>
-void set_dot_row(Kernels<S>& kernels, std::integer_sequence<int, Cs...>) {
-  ((kernels.dot[R - 1][Cs] = Tiles::template dot<S, R, Cs + 1>()), ...);
+template <typename Tiles, typename S, typename SB, int R, int... Cs>
+void set_dot_row(DotTile<S, SB> (&dot)[kDotRows][kDotCols], std::integer_sequence<int, Cs...>) {
+  ((dot[R - 1][Cs] = Tiles::template dot<S, SB, R, Cs + 1>()), ...);
 }
 
-template <typename Tiles, typename S, int... Rs>
-void set_dot(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
-  (set_dot_row<Tiles, S, Rs + 1>(kernels, std::make_integer_sequence<int, kDotCols>{}), ...);
+template <typename Tiles, typename S, typename SB, int... Rs>
+void set_dot(DotTile<S, SB> (&dot)[kDotRows][kDotCols], std::integer_sequence<int, Rs...>) {
+  (set_dot_row<Tiles, S, SB, Rs + 1>(dot, std::make_integer_sequence<int, kDotCols>{}), ...);
 }
 
 template <typename Tiles, typename S, int... Rs>
@@ -35,10 +35,16 @@ void set_stream(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
 
 }  // namespace direct_tiles
 
+// Every dot tile shape, A of S and B of SB, from `Tiles`.
+template <typename Tiles, typename S, typename SB>
+void set_dot_tiles(DotTile<S, SB> (&dot)[kDotRows][kDotCols]) {
+  direct_tiles::set_dot<Tiles, S, SB>(dot, std::make_integer_sequence<int, kDotRows>{});
+}
+
 // Every dot, broadcast and stream tile of `kernels`, from `Tiles`.
 template <typename Tiles, typename S>
 void set_direct_tiles(Kernels<S>& kernels) {
-  direct_tiles::set_dot<Tiles, S>(kernels, std::make_integer_sequence<int, kDotRows>{});
+  set_dot_tiles<Tiles>(kernels.dot);
   direct_tiles::set_broadcast<Tiles, S>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
   direct_tiles::set_stream<Tiles, S>(kernels, std::make_integer_sequence<int, kStreamRows>{});
 }

@@ -29,9 +29,11 @@ using MicroKernel = void (*)(int64_t kc, const T* packed_a, const T* packed_b, T
 
 // Packing-free path for A and B both contiguous along k (Y = X·W^T):
 // C[r, j] (+)= sum_p a[r*lda + p] * b[j*ldb + p] for a fixed tile of rows r and
-// columns j (one function per tile shape); bias and accumulate as above.
-template <typename S>
-using DotTile = void (*)(int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb, Acc<S>* c,
+// columns j (one function per tile shape); bias and accumulate as above. B's elements
+// may be of another type SB than A's (compressed weights, weight_kernels.h), widened
+// to Acc<S> in registers as the 16-bit types are.
+template <typename S, typename SB = S>
+using DotTile = void (*)(int64_t k, const S* a, int64_t lda, const SB* b, int64_t ldb, Acc<S>* c,
                          int64_t ldc, const Acc<S>* bias, bool accumulate);
 
 // Packing-free path for B contiguous along n (G·W): C[r, 0:cols] (+)= sum_p

@@ -145,6 +145,29 @@ struct Load<float16_t> {
   }
 };
 
+// int8 weights (compressed_gemm.h): 8 values sign-extended to int32, then made floats
+// (exact: |q| <= 128).
+EML_AVX2_INLINE __m256 widen_int8(__m128i bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+}
+
+template <>
+struct Load<int8_t> {
+  using V = __m256;
+  using Mask = int;
+  static constexpr int lanes = 8;
+  static EML_AVX2_INLINE V loadu(const int8_t* p) {
+    return widen_int8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static EML_AVX2_INLINE V broadcast(const int8_t* p) { return _mm256_set1_ps(*p); }
+  static EML_AVX2_INLINE Mask mask(int count) { return count; }
+  static EML_AVX2_INLINE V maskload(const int8_t* p, Mask count) {
+    int64_t bytes = 0;  // the first `count` values, the rest 0
+    if (count > 0) std::memcpy(&bytes, p, static_cast<size_t>(count));
+    return widen_int8(_mm_cvtsi64_si128(bytes));
+  }
+};
+
 }  // namespace eml::gemm::blocked::avx2
 
 #endif
