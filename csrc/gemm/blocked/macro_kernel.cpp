@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tuning.h"
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -65,7 +67,7 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
     for (int64_t t = 0; t < count; ++t) tile(i, j + t * NR);
   };
   const int64_t panel_bytes = kc * c.cols * static_cast<int64_t>(sizeof(T));
-  if (panel_bytes <= kShallowBlockBytes) {
+  if (panel_bytes <= tuning().shallow_block_bytes) {
     // A shallow block (e.g. the rank-1 dL/dW of batch 1) is bound by the writes of C:
     // rows outer writes C in memory order, each page whole while it is in cache (on a
     // fresh output the first touch of every page zeroes it: 20% faster at 4096x1x4096).

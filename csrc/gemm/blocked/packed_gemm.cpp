@@ -5,6 +5,7 @@
 #include "block_sizes.h"
 #include "macro_kernel.h"
 #include "packing.h"
+#include "tuning.h"
 #include "workspace.h"
 
 namespace eml::gemm::blocked {
@@ -13,24 +14,24 @@ template <typename S>
 void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
   using T = Acc<S>;
-  using Blocks = BlockSizes<T>;
+  const CacheBlocks& blocks = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
   // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
-  const int64_t max_kc = std::min(k, Blocks::kc);
-  T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, Blocks::mc), max_kc));
-  T* packed_b = packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, Blocks::nc)));
+  const int64_t max_kc = std::min(k, blocks.kc);
+  T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, blocks.mc), max_kc));
+  T* packed_b = packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
 
-  for (int64_t jc = 0; jc < n; jc += Blocks::nc) {
-    const int64_t nc = std::min(Blocks::nc, n - jc);
-    for (int64_t pc = 0; pc < k; pc += Blocks::kc) {
-      const int64_t kc = std::min(Blocks::kc, k - pc);
+  for (int64_t jc = 0; jc < n; jc += blocks.nc) {
+    const int64_t nc = std::min(blocks.nc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += blocks.kc) {
+      const int64_t kc = std::min(blocks.kc, k - pc);
       pack_b<S>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
                  b.col_stride},
                 packed_b, kernels.pack_b_rows, kernels.pack_b_steps);
       const bool first_kc = pc == 0;
-      for (int64_t ic = 0; ic < m; ic += Blocks::mc) {
-        const int64_t mc = std::min(Blocks::mc, m - ic);
+      for (int64_t ic = 0; ic < m; ic += blocks.mc) {
+        const int64_t mc = std::min(blocks.mc, m - ic);
         // Each element of A is packed once per column block: sum it in the first only.
         T* block_row_sums = (row_sums != nullptr && jc == 0) ? row_sums + ic : nullptr;
         pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,

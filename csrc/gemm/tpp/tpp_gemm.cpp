@@ -8,6 +8,7 @@
 
 #include "../aligned_buffer.h"
 #include "../bias_fill.h"
+#include "../cache_info.h"
 #include "../int_math.h"
 #include "../row_sums.h"
 #include "tpp_internal.h"
@@ -51,10 +52,12 @@ double m_efficiency(int64_t rows) {
   return kByVectors[std::min<int64_t>(vectors, 4)] * double(rows) / double(vectors * kVector<T>);
 }
 
-// Caches of the machines we tune for: L2 per core, L1 data (32 KiB, 8-way, 64 B lines:
-// the set pattern repeats every 4 KiB).
-constexpr double kL2Bytes = 512 * 1024;
-constexpr int64_t kL1Line = 64, kL1Sets = 64, kL1Ways = 8, kL1Period = kL1Line * kL1Sets;
+// This CPU's caches (cache_info.h; assumed where it reports none), fixed for the process:
+// L2 per core, L1 data (e.g. 32 KiB, 8-way, 64 B lines: the set pattern repeats every 4 KiB).
+const CacheInfo kCaches = or_assumed(cache_info());
+const double kL2Bytes = double(kCaches.l2.size_bytes);
+const int64_t kL1Line = kCaches.l1d.line_bytes, kL1Sets = kCaches.l1d.sets(),
+              kL1Ways = kCaches.l1d.ways, kL1Period = kL1Line * kL1Sets;
 
 // How many set positions addresses `stride_bytes` apart cycle through (1: they all
 // start in the same set).
