@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "../int_math.h"
 #include "block_sizes.h"
 #include "macro_kernel.h"
 #include "packing.h"
@@ -9,13 +10,27 @@
 #include "workspace.h"
 
 namespace eml::gemm::blocked {
+namespace {
+
+// The block of `extent` the loops use: as many blocks as `limit` needs, of equal size (a
+// multiple of `unit` where possible), so that no thin last block runs the kernels on a
+// few rows or steps (k = 1024 with KC = 320: 4 blocks of 256, not 320, 320, 320 and 64).
+int64_t balanced_block(int64_t extent, int64_t limit, int64_t unit) {
+  const int64_t even = ceil_div(extent, ceil_div(extent, limit));
+  return std::min(limit, round_up(even, unit));
+}
+
+}  // namespace
 
 template <typename S>
 void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
   using T = Acc<S>;
-  const CacheBlocks& blocks = tuning().blocks<T>();
+  const CacheBlocks& limits = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
+  const CacheBlocks blocks{balanced_block(m, limits.mc, BlockSizes<T>::mr),
+                           balanced_block(k, limits.kc, 1),
+                           balanced_block(n, limits.nc, BlockSizes<T>::nr)};
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
   // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
   const int64_t max_kc = std::min(k, blocks.kc);
