@@ -1,4 +1,4 @@
-"""Command line: ``python -m eml_ops demo``, ``bench``, ``info``, ``cmake-prefix``, ``library-path``."""
+"""Command line: ``python -m eml_ops`` demo, bench, info, cmake-prefix and library-path."""
 
 from __future__ import annotations
 

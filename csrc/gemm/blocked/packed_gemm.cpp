@@ -52,8 +52,8 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
         pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
                    a.col_stride},
                   packed_a, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
-        macro_kernel<T>(kernels.micro, kernels.micro_pair, kc, packed_a, packed_b,
-                        {c.data + ic * c.ld + jc, mc, nc, c.ld},
+        macro_kernel<T>(kernels.micro, kernels.micro_pair, kernels.micro_rows, kc, packed_a,
+                        packed_b, {c.data + ic * c.ld + jc, mc, nc, c.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
       }
     }
