@@ -411,7 +411,8 @@ void run_tests() {
     check_problem<T>({m, n, k, product.a, product.b, trial % 2 == 0, trial % 5 < 2},
                      all_variants({1}), rng);
   }
-  // 3. Beyond the cache blocks (KC, MC, NC, the direct paths' k blocks) and threads
+  // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
+  // model blocks: check_model_blocks) and threads
   // (4 threads on a square problem: a 2 x 2 grid of parts).
   const int64_t big_shapes[][3] = {{300, 257, 301}, {151, 129, 1100}, {7, 4100, 20},
                                    {16, 700, 1500}, {290, 3, 70},     {3, 290, 70},

@@ -118,10 +118,11 @@ void run_gemm(Backend backend, gemm::ConstMatrixView<T> a, gemm::ConstMatrixView
     case Backend::tpp:
 #ifdef EML_OPS_WITH_LIBXSMM
       // Matrix-vector shapes (fewer than 4 rows or columns of C) run near scalar speed in
-      // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them. bfloat16 and
-      // float16 always take the blocked GEMM: LIBXSMM 1.17's bf16 kernels need AVX-512.
+      // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them, and is faster
+      // where tpp_kernel_wins says so. bfloat16 and float16 always take the blocked GEMM:
+      // LIBXSMM 1.17's bf16 kernels need AVX-512.
       if constexpr (!gemm::is_half_v<T>) {
-        if (std::min(c.rows, c.cols) >= kTppMinRowsAndCols &&
+        if (std::min(c.rows, c.cols) >= kTppMinRowsAndCols && gemm::tpp_kernel_wins(a, b) &&
             gemm::tpp_gemm(a, b, c, epilogue, torch_threading())) {
           return;
         }
