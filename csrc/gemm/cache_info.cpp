@@ -173,6 +173,11 @@ const CacheInfo& cache_info() {
   return info;
 }
 
+const CacheInfo& known_cache_info() {
+  static const CacheInfo info = or_assumed(cache_info());
+  return info;
+}
+
 std::string describe(const CacheLevel& level) {
   if (!level.known()) return "not reported";
   std::ostringstream text;

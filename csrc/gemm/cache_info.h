@@ -43,6 +43,9 @@ CacheInfo detect_cache_info();
 // detect_cache_info() of the first call (start-up), kept for the process.
 const CacheInfo& cache_info();
 
+// or_assumed(cache_info()), kept likewise.
+const CacheInfo& known_cache_info();
+
 // "32 KiB 8-way, 64 B lines, shared by 1" (or "not reported").
 std::string describe(const CacheLevel& level);
 

@@ -85,8 +85,9 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa) {
   tuning.stream_b_bytes = caches.l2.size_bytes;
   tuning.l3_share_bytes = caches.l3.share_bytes();
   tuning.min_parallel_flops = static_cast<int64_t>(kForkJoinCycles * flops_per_cycle(isa));
-  // Measured crossovers (Zen 3, Zen 5): the AVX-512 tile pairs beat the dot tiles from 16
-  // rows on (16-32 rows x k >= 512 on Zen 5: 1.1-1.3x), AVX2's single tiles only from 33.
+  // Measured crossovers (Zen 3, Zen 5): the AVX-512 tile pairs beat the dot tiles on 16-32
+  // rows x k >= 512 (Zen 5: 1.1-1.3x), so with them the dot tiles keep only up to 12 rows
+  // (13-15 also go packed); AVX2's single tiles beat them only from 33 rows.
   tuning.dot_max_rows = isa == Isa::avx512 ? 12 : 32;
   return tuning;
 }

@@ -102,7 +102,7 @@ void set_tuning_for_testing(const Tuning* tuning) {
   g_testing_tuning.store(tuning, std::memory_order_relaxed);
 }
 
-std::vector<TuningEntry> tuning_entries(Isa isa) { return isa_tuning(isa).entries; }
+const std::vector<TuningEntry>& tuning_entries(Isa isa) { return isa_tuning(isa).entries; }
 
 std::string tuning_report(Isa isa) {
   const CacheInfo& caches = cache_info();

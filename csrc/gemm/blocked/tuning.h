@@ -37,8 +37,8 @@ struct TuningEntry {
   std::string note;     // how the model got it, or why an override was ignored
 };
 
-// Every value of tuning_for(isa), in a fixed order.
-std::vector<TuningEntry> tuning_entries(Isa isa);
+// Every value of tuning_for(isa), in a fixed order (built once, like the tuning).
+const std::vector<TuningEntry>& tuning_entries(Isa isa);
 
 // The report: caches seen and their source, the register tile, then one line per value
 // (model value, used value, override), for `isa`.
