@@ -1,9 +1,26 @@
-"""Command line: ``python -m eml_ops demo``, ``bench``, ``cmake-prefix`` and ``library-path``."""
+"""Command line: ``python -m eml_ops`` demo, bench, info, cmake-prefix and library-path."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+
+def print_info(isa: str | None, *, as_json: bool) -> int:
+    """Print the ISAs and the blocked GEMM's tuning (caches, block sizes, overrides)."""
+    import json
+
+    import eml_ops
+
+    if as_json:
+        print(json.dumps(eml_ops._C.tuning(isa), indent=1))
+        return 0
+    print(
+        f"ISA: active {eml_ops._C.get_isa()}, detected {eml_ops._C.detected_isa()}, "
+        f"supported {', '.join(eml_ops._C.supported_isas())}"
+    )
+    print(eml_ops._C.tuning_report(isa), end="")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,11 +34,19 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="the course's worked example on every implementation")
     commands.add_parser("bench", help="time every backend against F.linear (see bench --help)")
+    info = commands.add_parser(
+        "info", help="the CPU's caches and ISA, and the GEMM block sizes chosen from them"
+    )
+    info.add_argument("--json", action="store_true", help="print eml_ops._C.tuning() as JSON")
+    info.add_argument("--isa", help="the tuning for this ISA (default: the active one)")
     commands.add_parser(
         "cmake-prefix", help="print the CMAKE_PREFIX_PATH entry for find_package(eml_ops)"
     )
     commands.add_parser("library-path", help="print the absolute path of libeml_ops.so")
-    command = parser.parse_args(argv).command
+    args = parser.parse_args(argv)
+    command = args.command
+    if command == "info":
+        return print_info(args.isa, as_json=args.json)
     if command in ("cmake-prefix", "library-path"):
         import eml_ops
 

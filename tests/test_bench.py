@@ -43,6 +43,7 @@ def test_metadata(data: dict):
     for key in ("date", "torch_version", "cpu_model", "cpu_count", "isa", "fma_peak_gflops_1core"):
         assert key in meta, key
     assert meta["fma_peak_gflops_1core"] > 0
+    assert meta["tuning"]["values"]["kc"]["value"] > 0  # the blocked GEMM's block sizes
     assert meta["modes"] == ["forward", "train"]
     assert meta["dtype"] == "float32" and meta["dtypes"] == ["float32"]
     assert 1 in meta["threads"]
@@ -128,6 +129,7 @@ def test_markdown_tables(quick_run: Path, data: dict):
         assert text.count(f"| {label} |") == n_tables
     assert "## Summary" in text
     assert "geomean speed-up" in text
+    assert report.tuning_line(meta["tuning"]) in text
 
 
 def test_python_threads_table(quick_run: Path, data: dict):

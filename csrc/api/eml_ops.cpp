@@ -63,11 +63,7 @@ std::string detected_isa() { return eml::gemm::isa_name(eml::gemm::detected_isa(
 std::string get_isa() { return eml::gemm::isa_name(eml::gemm::active_isa()); }
 
 void set_isa(const std::string& name) {
-  for (eml::gemm::Isa isa : eml::gemm::kAllIsas) {
-    if (name == eml::gemm::isa_name(isa)) return eml::gemm::set_active_isa(isa);
-  }
-  throw std::invalid_argument("eml_ops: unknown ISA '" + name +
-                              "'; choose generic, avx2 or avx512");
+  eml::gemm::set_active_isa(eml::gemm::isa_from_name(name));
 }
 
 std::vector<std::string> supported_isas() {

@@ -170,4 +170,12 @@ const char* isa_name(Isa isa) {
   return "unknown";
 }
 
+Isa isa_from_name(const std::string& name) {
+  for (Isa isa : kAllIsas) {
+    if (name == isa_name(isa)) return isa;
+  }
+  throw std::invalid_argument("eml_ops: unknown ISA '" + name +
+                              "'; choose generic, avx2 or avx512");
+}
+
 }  // namespace eml::gemm

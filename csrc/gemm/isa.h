@@ -24,6 +24,8 @@
 #define EML_AVX512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) inline
 #endif
 
+#include <string>
+
 namespace eml::gemm {
 
 // In order of capability: each ISA's CPUs can run the ones before it. avx512 runs the
@@ -48,6 +50,9 @@ Isa active_isa();
 void set_active_isa(Isa isa);
 
 const char* isa_name(Isa isa);
+
+// The ISA of that name (generic, avx2 or avx512); throws std::invalid_argument otherwise.
+Isa isa_from_name(const std::string& name);
 
 // Whether the CPU converts float16 <-> float32 in hardware (F16C, CPUID.1:ECX bit 29,
 // with the OS saving the YMM registers). The avx2 kernels for float16 need it; without

@@ -22,7 +22,7 @@ bool ran_on_tpp([[maybe_unused]] ConstMatrixView<T> a, [[maybe_unused]] ConstMat
                 [[maybe_unused]] const Threading& threading) {
 #ifdef EML_OPS_WITH_LIBXSMM
   if constexpr (!is_half_v<T>) {
-    return std::min(c.rows, c.cols) >= kTppMinRowsAndCols &&
+    return std::min(c.rows, c.cols) >= kTppMinRowsAndCols && tpp_kernel_wins(a, b) &&
            tpp_gemm(a, b, c, epilogue, threading);
   }
 #endif

@@ -23,8 +23,8 @@ bool runs_on_own_gemm(Backend backend, Element element);
 // C = A·B (+ epilogue) on `backend`, with the contract of blocked_gemm (blocked_gemm.h):
 // beta = 0, any strides of A and B, C row-major; std::invalid_argument on mismatched
 // shapes, on every backend. tpp computes float32 and float64 when C has at least
-// kTppMinRowsAndCols rows and columns and LIBXSMM dispatches its kernels; every other call
-// for tpp runs on blocked. Throws std::invalid_argument for Backend::aten (not ours).
+// kTppMinRowsAndCols rows and columns, tpp_kernel_wins (tpp_gemm.h) and LIBXSMM dispatches
+// its kernels; every other call for tpp runs on blocked. Throws std::invalid_argument for Backend::aten (not ours).
 // Defined for T = float, double, bfloat16_t and float16_t.
 template <typename T>
 void run(Backend backend, ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,

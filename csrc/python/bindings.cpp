@@ -3,15 +3,66 @@
 // importing _C registers them) and are reached through torch.ops.eml.
 #include <torch/extension.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "course/FunctionCpp.h"
 #include "eml_ops/eml_ops.h"
 #include "gemm/backend.h"
+#include "gemm/blocked/tuning.h"
+#include "gemm/cache_info.h"
 #include "gemm/isa.h"
 #include "gemm/peak.h"
 #include "ops/linear.h"
+
+namespace {
+
+eml::gemm::Isa isa_or_active(const std::optional<std::string>& isa) {
+  return isa ? eml::gemm::isa_from_name(*isa) : eml::gemm::active_isa();
+}
+
+py::dict cache_level_dict(const eml::gemm::CacheLevel& level) {
+  py::dict d;
+  d["known"] = level.known();
+  d["size_bytes"] = level.size_bytes;
+  d["ways"] = level.ways;
+  d["line_bytes"] = level.line_bytes;
+  d["sharing"] = level.sharing;
+  return d;
+}
+
+// The tuning of the blocked GEMM for `isa` (default: the active one) as plain data.
+py::dict tuning_dict(const std::optional<std::string>& isa_name) {
+  const eml::gemm::Isa isa = isa_or_active(isa_name);
+  const eml::gemm::CacheInfo& caches = eml::gemm::cache_info();
+  py::dict caches_dict;
+  caches_dict["L1d"] = cache_level_dict(caches.l1d);
+  caches_dict["L2"] = cache_level_dict(caches.l2);
+  caches_dict["L3"] = cache_level_dict(caches.l3);
+  py::dict values;
+  for (const auto& entry : eml::gemm::blocked::tuning_entries(isa)) {
+    py::dict v;
+    v["value"] = entry.value;
+    v["model"] = entry.model;
+    v["overridden"] = entry.overridden;
+    v["env"] = entry.env;
+    v["note"] = entry.note;
+    values[py::str(entry.name)] = v;
+  }
+  const auto f32 = eml::gemm::blocked::register_tile(isa, 4);
+  const auto f64 = eml::gemm::blocked::register_tile(isa, 8);
+  py::dict d;
+  d["isa"] = eml::gemm::isa_name(isa);
+  d["cache_source"] = caches.source;
+  d["caches"] = caches_dict;
+  d["register_tile"] = py::dict(py::arg("float32") = py::make_tuple(f32.mr, f32.nr),
+                                py::arg("float64") = py::make_tuple(f64.mr, f64.nr));
+  d["values"] = values;
+  return d;
+}
+
+}  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "eml_ops C++ core: course functions (6.3) and controls of the eml:: operators";
@@ -62,6 +113,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("get_isa", &eml_ops::get_isa);
   m.def("set_isa", &eml_ops::set_isa,
         "Selects the micro-kernel ISA of the blocked GEMM: generic, avx2 or avx512.");
+  m.def("tuning", &tuning_dict, py::arg("isa") = py::none(),
+        "The blocked GEMM's cache blocks and thresholds for an ISA (default: the active one): "
+        "caches seen and their source, register tile, and per value the model's, the one "
+        "used and whether an EML_OPS_* variable overrode it.");
+  m.def(
+      "tuning_report",
+      [](const std::optional<std::string>& isa) {
+        return eml::gemm::blocked::tuning_report(isa_or_active(isa));
+      },
+      py::arg("isa") = py::none(), "tuning() as text (python -m eml_ops info).");
   m.def("fma_peak_gflops", &eml::gemm::measure_fma_peak_gflops, py::arg("use_double") = false,
         py::arg("seconds") = 0.2, "Measured single-core FMA peak in GFLOP/s.",
         py::call_guard<py::gil_scoped_release>());

@@ -249,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(
         f"{meta['cpu_model']}, {meta['cpu_count']} cores, ISA {meta['isa']}, {meta['dtype']}, "
-        f"single-core FMA peak {meta['fma_peak_gflops_1core']:.1f} GFLOP/s"
+        f"single-core FMA peak {meta['fma_peak_gflops_1core']:.1f} GFLOP/s; "
+        f"{report.tuning_line(meta['tuning'])}"
     )
     for title, header, body in report.tables(results, config):
         print(f"\n{title}\n{report.text_table(header, body)}")

@@ -29,6 +29,17 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def tuning_line(tuning: dict[str, Any]) -> str:
+    """One line on the blocked GEMM's float32 cache blocks: values, where they came from."""
+    values = tuning["values"]
+    blocks = " x ".join(str(values[name]["value"]) for name in ("mc", "kc", "nc"))
+    overridden = [v["env"] for v in values.values() if v["overridden"]]
+    return (
+        f"blocked MC x KC x NC {blocks} (model of the {tuning['cache_source']} caches; "
+        f"overrides: {', '.join(overridden) or 'none'})"
+    )
+
+
 def metadata(config: Config, peaks_1core: dict[str, float]) -> dict[str, Any]:
     """Facts about the run: date, versions, CPU, ISA, peaks and the options.
 
@@ -44,6 +55,7 @@ def metadata(config: Config, peaks_1core: dict[str, float]) -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "isa": str(eml_ops._C.get_isa()),
+        "tuning": eml_ops._C.tuning(),
         "fma_peak_gflops_1core": peaks_1core[names[0]],
         "fma_peak_gflops_1core_by_dtype": peaks_1core,
         "dtype": ",".join(names),
@@ -202,7 +214,8 @@ def write_markdown(
         f"{meta['date']}; torch {meta['torch_version']}; {meta['cpu_model']} "
         f"({meta['cpu_count']} cores, ISA {meta['isa']}); {meta['dtype']}; "
         f"single-core FMA peak {meta['fma_peak_gflops_1core']:.1f} GFLOP/s "
-        "(float32's for the 16-bit dtypes, which our GEMM computes in float32).",
+        "(float32's for the 16-bit dtypes, which our GEMM computes in float32); "
+        f"{tuning_line(meta['tuning'])}.",
         "",
         f"Median of {config.repeats} interleaved samples of >= {1e3 * config.min_time:g} ms each. "
         "Speed-up = PyTorch time / backend time, measured in the same run (> 1: faster than "

@@ -3,15 +3,15 @@
 #   tests/cpp/run.sh                           correctness tests (exit 1 on failure)
 #   tests/cpp/run.sh bench [threads [m n k]]   GFLOP/s, forward layout (see test_gemm.cpp)
 # EXTRA_CXXFLAGS adds compiler flags, e.g. -fsanitize=address,undefined, or
-# -DEML_GEMM_TUNABLE_BLOCKS to read the cache blocks from the environment.
+# -DEML_GEMM_PORTABLE_ONLY. The cache blocks and thresholds follow EML_OPS_* (tuning.h).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${TMPDIR:-/tmp}/eml_ops_test_gemm"
 mkdir -p "$build"
 sources=("$root"/csrc/gemm/*.cpp "$root"/csrc/gemm/blocked/*.cpp "$root/tests/cpp/test_gemm.cpp")
 flags="-O3 -std=c++17 -fPIC -Wall -Wextra ${EXTRA_CXXFLAGS:-} -I$root/csrc"
-# One compiler per core; objects are named after their paths, which are unique.
-printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -I{} sh -c \
+# One compiler per core (or MAX_JOBS); objects are named after their paths, which are unique.
+printf '%s\n' "${sources[@]}" | xargs -P "${MAX_JOBS:-$(nproc)}" -I{} sh -c \
   'src="$1"; obj="$2/$(echo "${src#$3/}" | tr / _).o"; g++ $4 -c "$src" -o "$obj"' \
   _ {} "$build" "$root" "$flags"
 objects=()

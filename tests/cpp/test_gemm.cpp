@@ -28,6 +28,10 @@
 #include "gemm/blocked/path.h"
 #include "gemm/blocked/compressed_gemm.h"
 #include "gemm/blocked/weight_kernels.h"
+#include "gemm/blocked/block_model.h"
+#include "gemm/blocked/partition.h"
+#include "gemm/blocked/tuning.h"
+#include "gemm/cache_info.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
 #include "gemm/isa.h"
@@ -422,7 +426,8 @@ void run_tests() {
     check_problem<T>({m, n, k, product.a, product.b, trial % 2 == 0, trial % 5 < 2},
                      all_variants({1}), rng);
   }
-  // 3. Beyond the cache blocks (KC, MC, NC, the direct paths' k blocks) and threads
+  // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
+  // model blocks: check_model_blocks) and threads
   // (4 threads on a square problem: a 2 x 2 grid of parts).
   const int64_t big_shapes[][3] = {{300, 257, 301}, {151, 129, 1100}, {7, 4100, 20},
                                    {16, 700, 1500}, {290, 3, 70},     {3, 290, 70},
@@ -747,6 +752,141 @@ void check_compressed(std::mt19937& rng) {
     }
   }
   set_active_isa(detected_isa());
+// ---------------------------------------------------------------- block-size model
+// The caches of four CPUs (size, ways, line, logical CPUs sharing) and the model's blocks
+// for them, worked out by hand from block_model.h (ways of 4 KiB in L1, 64 KiB in L2):
+struct ModelCase {
+  const char* cpu;
+  CacheInfo caches;
+  Isa isa;
+  blocked::CacheBlocks f32, f64;
+  int64_t min_parallel_flops;
+};
+
+CacheInfo caches_of(CacheLevel l1d, CacheLevel l2, CacheLevel l3) {
+  CacheInfo caches;
+  caches.l1d = l1d;
+  caches.l2 = l2;
+  caches.l3 = l3;
+  caches.source = "test";
+  return caches;
+}
+
+std::vector<ModelCase> model_cases() {
+  constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
+  return {
+      // Zen 3 as this VM reports it: L3 shared by 2 -> 16 MiB share, ways of 1 MiB.
+      // float 6x16: KC 320 (A 2 ways + B 5 = 7; 328: 2 + 6); MC 6 ways x 64 KiB / 1280 B
+      // = 307 -> 306; NC 14 ways x 1 MiB / 1280 B = 11468 -> 11456.
+      // double 6x8: KC 256 (3 + 4); MC 6 x 64 KiB / 2048 B = 192; NC 14 MiB / 2048 = 7168.
+      {"Zen 3", caches_of({32 * KiB, 8, 64, 1}, {512 * KiB, 8, 64, 1}, {32 * MiB, 16, 64, 2}),
+       Isa::avx2, {306, 320, 11456}, {192, 256, 7168}, 2048 * 32},
+      // Zen 5 (one 8-core CCD, SMT: L3 shared by 16 -> 2 MiB share, ways of 128 KiB).
+      // float 6x32 (tile pairs): KC 288 (2 + 9 = 11 ways of 12 - 1; 296: 2 + 10); MC 14
+      // ways x 64 KiB / 1152 B = 796 -> 792; A block 912384 B = 7 ways, NC 8 x 128 KiB /
+      // 1152 B = 910 -> 896. double 6x16: KC 256 (3 + 8); MC 14 x 64 KiB / 2048 = 448 ->
+      // 444; A 909312 B = 7 ways, NC 8 x 128 KiB / 2048 = 512.
+      {"Zen 5", caches_of({48 * KiB, 12, 64, 1}, {1 * MiB, 16, 64, 1}, {32 * MiB, 16, 64, 16}),
+       Isa::avx512, {792, 288, 896}, {444, 256, 512}, 2048 * 64},
+      // Skylake-X, 10 cores: 13.75 MiB 11-way L3 shared by 10 -> 1.375 MiB share (ways of
+      // 128 KiB). float 6x32: KC 168 (A 1 way + B 6; 176: 2 + 6); MC 14 x 64 KiB / 672 B
+      // = 1365 -> 1362; A block 915264 B = 7 ways, NC 3 x 128 KiB / 672 B = 585 -> 576.
+      // double 6x16: KC 160 (2 + 5; 168: 2 + 6); MC 14 x 64 KiB / 1280 = 716 -> 714;
+      // A 913920 B = 7 ways, NC 3 x 128 KiB / 1280 = 307 -> 304.
+      {"Skylake-X",
+       caches_of({32 * KiB, 8, 64, 1}, {1 * MiB, 16, 64, 1}, {13 * MiB + 3 * MiB / 4, 11, 64, 10}),
+       Isa::avx512, {1362, 168, 576}, {714, 160, 304}, 2048 * 64},
+      // Nothing reported: the assumed 32 KiB 8-way, 256 KiB 8-way (ways of 32 KiB), 2 MiB
+      // 16-way (ways of 128 KiB). float: KC 320; MC 6 x 32 KiB / 1280 = 153 -> 150; A
+      // 192000 B = 2 ways, NC 13 x 128 KiB / 1280 = 1331 -> 1328. double: KC 256; MC 6 x
+      // 32 KiB / 2048 = 96; A 196608 B = 2 ways, NC 13 x 128 KiB / 2048 = 832.
+      {"nothing reported", CacheInfo{}, Isa::avx2, {150, 320, 1328}, {96, 256, 832}, 2048 * 32},
+  };
+}
+
+void expect_blocks(const blocked::CacheBlocks& got, const blocked::CacheBlocks& want,
+                   const std::string& where) {
+  ++g_checks;
+  if (got.mc != want.mc || got.kc != want.kc || got.nc != want.nc) {
+    fail("MC/KC/NC = " + std::to_string(got.mc) + "/" + std::to_string(got.kc) + "/" +
+             std::to_string(got.nc) + ", want " + std::to_string(want.mc) + "/" +
+             std::to_string(want.kc) + "/" + std::to_string(want.nc),
+         where);
+  }
+}
+
+void test_block_model() {
+  for (const ModelCase& c : model_cases()) {
+    const blocked::Tuning t = blocked::model_tuning(c.caches, c.isa);
+    const std::string where = std::string("block model, ") + c.cpu;
+    expect_blocks(t.f32, c.f32, where + ", float");
+    expect_blocks(t.f64, c.f64, where + ", double");
+    const CacheInfo known = or_assumed(c.caches);
+    ++g_checks;
+    if (t.min_parallel_flops != c.min_parallel_flops ||
+        t.shallow_block_bytes != known.l1d.size_bytes ||
+        t.stream_b_bytes != known.l2.size_bytes ||
+        t.l3_share_bytes != known.l3.size_bytes / known.l3.sharing) {
+      fail("thresholds differ from the caches and the ISA", where);
+    }
+  }
+  // The tile of each ISA: the packed kernel's, AVX-512 in pairs.
+  ++g_checks;
+  if (blocked::register_tile(Isa::avx2, 4).nr != 16 || blocked::register_tile(Isa::avx2, 8).nr != 8 ||
+      blocked::register_tile(Isa::avx512, 4).nr != 32 ||
+      blocked::register_tile(Isa::generic, 4).nr != 16 || blocked::register_tile(Isa::avx2, 4).mr != 6) {
+    fail("register tiles", "block model");
+  }
+  // What this CPU reports is self-consistent, and the tuning in use is the model's for it
+  // (no EML_OPS_* override is set by run.sh).
+  const CacheInfo& here = cache_info();
+  std::printf("caches (%s): L1d %s; L2 %s; L3 %s\n", here.source.c_str(),
+              describe(here.l1d).c_str(), describe(here.l2).c_str(), describe(here.l3).c_str());
+  ++g_checks;
+  for (const CacheLevel* level : {&here.l1d, &here.l2, &here.l3}) {
+    if (level->known() && level->sets() * level->ways * level->line_bytes != level->size_bytes) {
+      fail("sets x ways x line != size", "cache_info");
+    }
+  }
+  const blocked::Tuning model = blocked::model_tuning(here, active_isa());
+  ++g_checks;
+  if (std::getenv("EML_OPS_MC") == nullptr && blocked::tuning().f32.mc != model.f32.mc) {
+    fail("tuning() is not the model's for this CPU", "tuning");
+  }
+}
+
+// The GEMM is correct with the blocks the model picks for each CPU, on every ISA this CPU
+// has: shapes just past MC and KC, and past NC (few rows, the packed path forced).
+template <typename T>
+void check_model_blocks(std::mt19937& rng) {
+  for (const ModelCase& c : model_cases()) {
+    for (Isa isa : isas()) {
+      const blocked::Tuning t = blocked::model_tuning(c.caches, isa);
+      const blocked::CacheBlocks& blocks = t.blocks<accumulator_t<T>>();
+      blocked::set_tuning_for_testing(&t);
+      const std::vector<Variant> variants = {{isa, Path::packed, 1}, {isa, Path::automatic, 2}};
+      check_problem<T>({blocks.mc + 5, 37, blocks.kc + 3, Layout::row_major, Layout::col_major,
+                        true, false},
+                       variants, rng);
+      check_problem<T>({7, blocks.nc + 5, blocks.kc + 3, Layout::col_major, Layout::row_major,
+                        false, true},
+                       variants, rng);
+      blocked::set_tuning_for_testing(nullptr);
+    }
+  }
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+// The threading floor: no part below min_part_flops.
+void test_grid_floor() {
+  ++g_checks;
+  const int64_t flops = 2 * 16 * 128 * 128;  // 524288
+  if (blocked::choose_grid(16, 128, 128, 8, 6, 16, flops / 4).parts() != 4 ||
+      blocked::choose_grid(16, 128, 128, 8, 6, 16, flops).parts() != 1 ||
+      blocked::choose_grid(16, 128, 128, 2, 6, 16, 1).parts() != 2) {
+    fail("choose_grid ignores its floor", "partition");
+  }
 }
 
 // ---------------------------------------------------------------- timing
@@ -853,6 +993,14 @@ int main(int argc, char** argv) {
   std::printf("detected ISA: %s\n", isa_name(detected_isa()));
   test_isa_switching();
   test_run_entry();
+  test_block_model();
+  test_grid_floor();
+  {
+    std::mt19937 model_rng(11);
+    check_model_blocks<float>(model_rng);
+    check_model_blocks<double>(model_rng);
+    check_model_blocks<bfloat16_t>(model_rng);
+  }
   run_tests<float>();
   run_tests<double>();
   std::mt19937 rng(7);

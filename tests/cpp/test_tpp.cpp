@@ -247,6 +247,21 @@ void check(bool ok, const char* what) {
   }
 }
 
+// The hand-over to the blocked GEMM: small forward products with AVX2 kernels only.
+void test_kernel_wins() {
+  const std::vector<float> x(128 * 512, 1.0f), w(512 * 512, 1.0f);
+  const ConstMatrixView<float> small_x{x.data(), 16, 64, 64, 1};
+  const ConstMatrixView<float> small_wt{w.data(), 64, 64, 1, 64};  // W^T of a 64 x 64 W
+  const ConstMatrixView<float> small_w{w.data(), 64, 64, 64, 1};   // W itself (grad_input)
+  const bool avx512 = tpp::jit_avx512();
+  check(tpp_kernel_wins(small_x, small_wt) == avx512, "small forward: blocked unless AVX-512");
+  check(tpp_kernel_wins(small_x, small_w), "grad_input layout stays with LIBXSMM");
+  const std::vector<float> big(1024 * 1024, 1.0f);
+  const ConstMatrixView<float> big_x{big.data(), 1024, 1024, 1024, 1};
+  const ConstMatrixView<float> big_wt{big.data(), 1024, 1024, 1, 1024};
+  check(tpp_kernel_wins(big_x, big_wt), "1024^3 forward stays with LIBXSMM");
+}
+
 // A key that fails to dispatch answers nullptr without dispatching for the next
 // kLookupsBetweenRetries - 1 lookups, then is dispatched again; a GEMM that needs it
 // returns false meanwhile (its caller falls back to another backend), then runs.
@@ -570,6 +585,8 @@ int run_tests() {
   // 8. Plans, and the shape contract.
   test_plans(rng);
   test_bad_shapes();
+  // 9. The hand-over of small forward products to the blocked GEMM.
+  test_kernel_wins();
   if (g_failures) {
     std::printf("test_tpp: %d of %d cases FAILED\n", g_failures.load(), g_cases.load());
     return 1;

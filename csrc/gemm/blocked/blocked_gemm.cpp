@@ -14,6 +14,7 @@
 #include "packed_gemm.h"
 #include "partition.h"
 #include "path.h"
+#include "tuning.h"
 #include "workspace.h"
 
 namespace eml::gemm {
@@ -24,7 +25,7 @@ namespace {
 template <typename S>
 void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                          OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
-  switch (choose_path(a, b, c.rows, c.cols, a.cols, kernels.micro_pair != nullptr)) {
+  switch (choose_path(a, b, c.rows, c.cols, a.cols)) {
     case Path::dot:
       dot_gemm(kernels, a, b, c, bias);
       break;
@@ -48,9 +49,8 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
 // column blocks, which pack A again anyway) bound the buffer for very wide outputs.
 constexpr int64_t kAccumulatorElements = int64_t{1} << 21;
 
-int64_t max_block_cols() {  // not constexpr: tuning builds read the blocks at run time
-  using Blocks = BlockSizes<float>;
-  return std::max(Blocks::nc, kAccumulatorElements / Blocks::mc / Blocks::nc * Blocks::nc);
+int64_t max_block_cols(const CacheBlocks& blocks) {
+  return std::max(blocks.nc, kAccumulatorElements / blocks.mc / blocks.nc * blocks.nc);
 }
 
 // A 16-bit GEMM's share on one thread: float results (and float row sums) in the thread's
@@ -60,9 +60,10 @@ void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
                               ConstMatrixView<S> b, OutputMatrix<S> c, const float* bias,
                               S* row_sums) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  const int64_t block_cols = std::min(n, max_block_cols());
+  const CacheBlocks& blocks = tuning().blocks<float>();
+  const int64_t block_cols = std::min(n, max_block_cols(blocks));
   const int64_t block_rows =
-      std::min(m, std::max(BlockSizes<float>::mc, kAccumulatorElements / block_cols));
+      std::min(m, std::max(blocks.mc, kAccumulatorElements / block_cols));
   float* results = accumulator_buffer(static_cast<size_t>(block_rows * (block_cols + 1)));
   float* sums = results + block_rows * block_cols;
   for (int64_t first_col = 0; first_col < n; first_col += block_cols) {
@@ -144,7 +145,7 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
   }
   using Blocks = BlockSizes<T>;
   const Grid grid = choose_grid(m, n, k, threading.parallel_for ? threading.num_threads : 1,
-                                Blocks::mr, Blocks::nr);
+                                Blocks::mr, Blocks::nr, tuning().min_parallel_flops);
   if (grid.parts() == 1) {
     part_gemm(kernels, a, b, c, bias, epilogue.a_row_sums);
     return;

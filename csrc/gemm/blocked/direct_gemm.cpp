@@ -4,6 +4,7 @@
 
 #include "../bias_fill.h"
 #include "../row_sums.h"
+#include "tuning.h"
 
 namespace eml::gemm::blocked {
 namespace {
@@ -76,7 +77,7 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
                                   (!accumulate && bias != nullptr) ? bias + j : nullptr,
                                   accumulate);
     };
-    if (kc * n * static_cast<int64_t>(sizeof(S)) <= kShallowBlockBytes) {
+    if (kc * n * static_cast<int64_t>(sizeof(S)) <= tuning().shallow_block_bytes) {
       // The whole KC x n block of B stays in L1: rows outer writes C in memory order,
       // each page whole while it is in cache (see macro_kernel.cpp).
       for (int64_t i = 0; i < m; i += kBroadcastRows) {

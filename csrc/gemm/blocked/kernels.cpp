@@ -25,6 +25,9 @@ const Kernels<S>& avx2_kernels() {
   static const Kernels<S> kernels = [] {
     Kernels<S> table{};
     table.micro = avx2_micro_kernel<Acc<S>>();
+    for (int rows = 1; rows < static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
+      table.micro_rows[rows - 1] = avx2_micro_kernel_rows<Acc<S>>(rows);
+    }
     // float16 operands need F16C to be widened in registers; without it the float
     // micro-kernel still runs, on panels the portable code widened.
     if constexpr (std::is_same_v<S, float16_t>) {

@@ -84,6 +84,9 @@ struct Kernels {
   // Two adjacent MR x NR tiles at once (C[0:MR, 0:2*NR], the second tile's B panel kc*NR
   // values after the first's), where an ISA's wider registers gain from it; null: none.
   MicroKernel<Acc<S>> micro_pair = nullptr;
+  // [rows - 1]: the first rows (< MR) of a whole-width tile, straight into C (the last
+  // row tile when MR does not divide the rows); null: through a scratch tile.
+  MicroKernel<Acc<S>> micro_rows[BlockSizes<Acc<S>>::mr - 1] = {};
   DotTile<S> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
@@ -123,6 +126,8 @@ void set_generic_conversions(Kernels<S>& kernels);  // 16-bit S only
 #if EML_GEMM_X86
 template <typename T>
 MicroKernel<T> avx2_micro_kernel();
+template <typename T>
+MicroKernel<T> avx2_micro_kernel_rows(int rows);  // 1 <= rows < MR
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair();
 template <typename S>

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tuning.h"
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -23,15 +25,18 @@ void store_edge_tile(const T* tile, int64_t rows, int64_t cols, T* c, int64_t ld
   }
 }
 
-// One micro-tile of C: the full tile straight into C, an edge tile through `edge_tile`.
+// One micro-tile of C: the full tile straight into C, and so a whole-width tile of fewer
+// rows where a kernel for them exists; other edge tiles through `edge_tile`.
 template <typename T>
-inline void run_tile(MicroKernel<T> micro, int64_t kc, const T* a_sliver, const T* b_sliver,
-                     T* c_tile, int64_t ldc, int64_t rows, int64_t cols, const T* bias,
-                     bool accumulate, T* edge_tile) {
+inline void run_tile(MicroKernel<T> micro, const MicroKernel<T>* micro_rows, int64_t kc,
+                     const T* a_sliver, const T* b_sliver, T* c_tile, int64_t ldc, int64_t rows,
+                     int64_t cols, const T* bias, bool accumulate, T* edge_tile) {
   constexpr int64_t MR = BlockSizes<T>::mr;
   constexpr int64_t NR = BlockSizes<T>::nr;
   if (rows == MR && cols == NR) {
     micro(kc, a_sliver, b_sliver, c_tile, ldc, bias, accumulate);
+  } else if (cols == NR && micro_rows != nullptr && micro_rows[rows - 1] != nullptr) {
+    micro_rows[rows - 1](kc, a_sliver, b_sliver, c_tile, ldc, bias, accumulate);
   } else {
     micro(kc, a_sliver, b_sliver, edge_tile, NR, nullptr, false);
     store_edge_tile(edge_tile, rows, cols, c_tile, ldc, bias, accumulate);
@@ -41,14 +46,14 @@ inline void run_tile(MicroKernel<T> micro, int64_t kc, const T* a_sliver, const 
 }  // namespace
 
 template <typename T>
-void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
-                  const T* packed_a, const T* packed_b, OutputMatrix<T> c, const T* bias,
+void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair,
+                  const MicroKernel<T>* micro_rows, int64_t kc, const T* packed_a, const T* packed_b, OutputMatrix<T> c, const T* bias,
                   bool accumulate) {
   constexpr int64_t MR = BlockSizes<T>::mr;
   constexpr int64_t NR = BlockSizes<T>::nr;
   alignas(64) T edge_tile[MR * NR];
   const auto tile = [&](int64_t i, int64_t j) {
-    run_tile(micro, kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
+    run_tile(micro, micro_rows, kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
              std::min(MR, c.rows - i), std::min(NR, c.cols - j),
              bias != nullptr ? bias + j : nullptr, accumulate, edge_tile);
   };
@@ -65,7 +70,7 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
     for (int64_t t = 0; t < count; ++t) tile(i, j + t * NR);
   };
   const int64_t panel_bytes = kc * c.cols * static_cast<int64_t>(sizeof(T));
-  if (panel_bytes <= kShallowBlockBytes) {
+  if (panel_bytes <= tuning().shallow_block_bytes) {
     // A shallow block (e.g. the rank-1 dL/dW of batch 1) is bound by the writes of C:
     // rows outer writes C in memory order, each page whole while it is in cache (on a
     // fresh output the first touch of every page zeroes it: 20% faster at 4096x1x4096).
@@ -85,10 +90,11 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair, int64_t kc,
   }
 }
 
-template void macro_kernel<float>(MicroKernel<float>, MicroKernel<float>, int64_t, const float*,
-                                  const float*, OutputMatrix<float>, const float*, bool);
-template void macro_kernel<double>(MicroKernel<double>, MicroKernel<double>, int64_t,
-                                   const double*, const double*, OutputMatrix<double>,
-                                   const double*, bool);
+template void macro_kernel<float>(MicroKernel<float>, MicroKernel<float>,
+                                  const MicroKernel<float>*, int64_t, const float*, const float*,
+                                  OutputMatrix<float>, const float*, bool);
+template void macro_kernel<double>(MicroKernel<double>, MicroKernel<double>,
+                                   const MicroKernel<double>*, int64_t, const double*,
+                                   const double*, OutputMatrix<double>, const double*, bool);
 
 }  // namespace eml::gemm::blocked

@@ -23,8 +23,32 @@ MicroKernel<T> avx2_micro_kernel() {
   return &register_kernel<VT, static_cast<int>(BlockSizes<T>::mr), kVectorsPerRow, /*TILES=*/1>;
 }
 
+template <typename T>
+MicroKernel<T> avx2_micro_kernel_rows(int rows) {
+  using VT = avx2::Vec<T>;
+  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
+  constexpr int kVectorsPerRow = static_cast<int>(BlockSizes<T>::nr) / VT::lanes;
+  static_assert(kMr == 6, "one case per row count below");
+  switch (rows) {
+    case 1:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 1>;
+    case 2:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 2>;
+    case 3:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 3>;
+    case 4:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 4>;
+    case 5:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 5>;
+    default:
+      return nullptr;
+  }
+}
+
 template MicroKernel<float> avx2_micro_kernel<float>();
 template MicroKernel<double> avx2_micro_kernel<double>();
+template MicroKernel<float> avx2_micro_kernel_rows<float>(int);
+template MicroKernel<double> avx2_micro_kernel_rows<double>(int);
 
 }  // namespace eml::gemm::blocked
 

@@ -20,10 +20,13 @@
 namespace eml::gemm::blocked {
 namespace {
 
+// ROWS <= MR: an edge kernel for the first ROWS rows of a tile (A's panel still holds MR
+// values per step), writing C directly instead of through a scratch tile.
+//
 // acc[r][u] += A_panel[p][r] * B_panels[p][u] for one step p: vector u = t*NV + v is
 // vector v of tile t, whose panel starts tile_stride values after tile t-1's.
-template <typename VT, int MR, int NV, int TILES>
-EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[MR][TILES * NV],
+template <typename VT, int ROWS, int NV, int TILES>
+EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV],
                                          const typename VT::Scalar* a,
                                          const typename VT::Scalar* b, int64_t tile_stride) {
   using V = typename VT::V;
@@ -34,14 +37,14 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[MR][TILES * NV],
     for (int v = 0; v < NV; ++v) bv[t * NV + v] = VT::load(b + t * tile_stride + v * VT::lanes);
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
+  for (int r = 0; r < ROWS; ++r) {
     const V av = VT::broadcast(a + r);
 #pragma GCC unroll 4
     for (int u = 0; u < TILES * NV; ++u) acc[r][u] = VT::fma(av, bv[u], acc[r][u]);
   }
 }
 
-template <typename VT, int MR, int NV, int TILES>
+template <typename VT, int MR, int NV, int TILES, int ROWS = MR>
 EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
                                              const typename VT::Scalar* b,
                                              typename VT::Scalar* c, int64_t ldc,
@@ -50,27 +53,28 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   constexpr int L = VT::lanes;
   constexpr int U = TILES * NV;  // vectors per row of the C tile
   const int64_t tile_stride = kc * NV * L;
-  V acc[MR][U];
+  static_assert(ROWS >= 1 && ROWS <= MR);
+  V acc[ROWS][U];
 #pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
+  for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) acc[r][u] = VT::zero();
   }
   // C is needed only at the end: start fetching it now.
 #pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
+  for (int r = 0; r < ROWS; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + U * L - 1), _MM_HINT_T0);
   }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    kernel_step<VT, MR, NV, TILES>(acc, a, b, tile_stride);
+    kernel_step<VT, ROWS, NV, TILES>(acc, a, b, tile_stride);
     a += MR;
     b += NV * L;
   }
   if (accumulate) {
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
+    for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) {
         auto* dst = c + r * ldc + u * L;
@@ -82,11 +86,11 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
     for (int u = 0; u < U; ++u) {
       const V bias_v = VT::loadu(bias + u * L);
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) VT::storeu(c + r * ldc + u * L, VT::add(acc[r][u], bias_v));
+      for (int r = 0; r < ROWS; ++r) VT::storeu(c + r * ldc + u * L, VT::add(acc[r][u], bias_v));
     }
   } else {
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
+    for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) VT::storeu(c + r * ldc + u * L, acc[r][u]);
     }

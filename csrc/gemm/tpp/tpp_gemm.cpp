@@ -665,4 +665,14 @@ template bool tpp_gemm<float>(ConstMatrixView<float>, ConstMatrixView<float>, Ou
 template bool tpp_gemm<double>(ConstMatrixView<double>, ConstMatrixView<double>,
                                OutputMatrix<double>, const Epilogue<double>&, const Threading&);
 
+template <typename T>
+bool tpp_kernel_wins(ConstMatrixView<T> a, ConstMatrixView<T> b) {
+  const bool forward = (a.col_stride == 1 || a.cols == 1) && (b.row_stride == 1 || b.rows == 1);
+  const double flops = 2.0 * double(a.rows) * double(a.cols) * double(b.cols);
+  return !forward || flops > kTppAvx2ForwardMaxFlops || tpp::jit_avx512();
+}
+
+template bool tpp_kernel_wins<float>(ConstMatrixView<float>, ConstMatrixView<float>);
+template bool tpp_kernel_wins<double>(ConstMatrixView<double>, ConstMatrixView<double>);
+
 }  // namespace eml::gemm

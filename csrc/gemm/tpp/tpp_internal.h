@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../cache_info.h"
 #include "tpp_gemm.h"
 
 namespace eml::gemm::tpp {
@@ -116,11 +117,14 @@ struct Tuning {
   int64_t block_n = 64, block_k = 64;
   // Bytes of a P block one kernel call streams over (Plan::chunk_blocks): kept in L1.
   int64_t chunk_bytes = 16 * 1024;
-  // L2 per core: an operand up to half of it is re-read from L2 (Plan::m_outer), up to
-  // all of it an AVX-512 kernel's TRANS_B operand is worth packing for 8 M blocks or more.
-  double l2_bytes = 512 * 1024;
+  // This CPU's caches (cache_info.h; assumed where it reports none). L2 per core: an operand
+  // up to half of it is re-read from L2 (Plan::m_outer), up to all of it an AVX-512 kernel's
+  // TRANS_B operand is worth packing for 8 M blocks or more.
+  double l2_bytes = double(known_cache_info().l2.size_bytes);
   // The L1 data cache: the set pattern repeats every line_bytes * sets.
-  int64_t l1_line_bytes = 64, l1_sets = 64, l1_ways = 8;
+  int64_t l1_line_bytes = known_cache_info().l1d.line_bytes;
+  int64_t l1_sets = known_cache_info().l1d.sets();
+  int64_t l1_ways = known_cache_info().l1d.ways;
   // An L1 conflict is severe when at most this many sets are in use.
   int64_t l1_severe_sets = 8;
   // Packing what could be read in place pays off when a block is re-read this often

@@ -1,0 +1,95 @@
+#include "block_model.h"
+
+#include <algorithm>
+
+namespace eml::gemm::blocked {
+namespace {
+
+// Bytes of one way of `level` (its sets x line): the unit in which blocks occupy it.
+int64_t way_bytes(const CacheLevel& level) { return level.sets() * level.line_bytes; }
+
+int64_t ways_for(int64_t bytes, int64_t way) { return (bytes + way - 1) / way; }
+
+int64_t round_down(int64_t value, int64_t unit) { return std::max(unit, value / unit * unit); }
+
+// This thread's share of L3 as a cache of its own: the same ways, fewer sets.
+CacheLevel thread_share(const CacheLevel& level) {
+  CacheLevel share = level;
+  share.size_bytes = level.share_bytes();
+  share.sharing = 1;
+  return share;
+}
+
+// The largest KC (a multiple of kKcStep) whose A and B micro-panels, each in whole ways,
+// leave one way of L1 free.
+int64_t model_kc(const CacheLevel& l1, RegisterTile tile) {
+  const int64_t way = way_bytes(l1);
+  const auto fits = [&](int64_t kc) {
+    return ways_for(kc * tile.mr * tile.element_bytes, way) +
+               ways_for(kc * tile.nr * tile.element_bytes, way) <=
+           l1.ways - 1;
+  };
+  int64_t kc = kKcStep;
+  while (fits(kc + kKcStep)) kc += kKcStep;
+  return kc;
+}
+
+// The rows (or columns) of a block `depth` deep that fit in the ways of `level` left after
+// one way and `reserved_bytes` (the operand that shares it), rounded down to `unit`.
+int64_t fill_ways(const CacheLevel& level, int64_t reserved_bytes, int64_t depth,
+                  int64_t element_bytes, int64_t unit) {
+  const int64_t way = way_bytes(level);
+  const int64_t free_ways = std::max<int64_t>(1, level.ways - 1 - ways_for(reserved_bytes, way));
+  return round_down(free_ways * way / (depth * element_bytes), unit);
+}
+
+}  // namespace
+
+CacheBlocks model_blocks(const CacheInfo& reported, RegisterTile tile) {
+  const CacheInfo caches = or_assumed(reported);
+  const CacheLevel& l1 = caches.l1d;
+  const CacheLevel& l2 = caches.l2;
+  const CacheLevel l3 = thread_share(caches.l3);
+  const int64_t s = tile.element_bytes;
+  CacheBlocks blocks;
+  blocks.kc = model_kc(l1, tile);
+  blocks.mc = fill_ways(l2, blocks.kc * tile.nr * s, blocks.kc, s, tile.mr);
+  blocks.nc = fill_ways(l3, blocks.mc * blocks.kc * s, blocks.kc, s, tile.nr);
+  return blocks;
+}
+
+RegisterTile register_tile(Isa isa, int64_t element_bytes) {
+  const int64_t tiles = isa == Isa::avx512 ? 2 : 1;  // the AVX-512 kernel runs tile pairs
+  const int64_t nr = element_bytes == 8 ? 8 : 16;
+  return {6, tiles * nr, element_bytes};
+}
+
+double flops_per_cycle(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return 2 * 16 * 2;
+    case Isa::avx2:
+      return 2 * 8 * 2;
+    case Isa::generic:
+      break;
+  }
+  return 2 * 4;
+}
+
+Tuning model_tuning(const CacheInfo& reported, Isa isa) {
+  const CacheInfo caches = or_assumed(reported);
+  Tuning tuning;
+  tuning.f32 = model_blocks(caches, register_tile(isa, 4));
+  tuning.f64 = model_blocks(caches, register_tile(isa, 8));
+  tuning.shallow_block_bytes = caches.l1d.size_bytes;
+  tuning.stream_b_bytes = caches.l2.size_bytes;
+  tuning.l3_share_bytes = caches.l3.share_bytes();
+  tuning.min_parallel_flops = static_cast<int64_t>(kForkJoinCycles * flops_per_cycle(isa));
+  // Measured crossovers (Zen 3, Zen 5): the AVX-512 tile pairs beat the dot tiles on 16-32
+  // rows x k >= 512 (Zen 5: 1.1-1.3x), so with them the dot tiles keep only up to 12 rows
+  // (13-15 also go packed); AVX2's single tiles beat them only from 33 rows.
+  tuning.dot_max_rows = isa == Isa::avx512 ? 12 : 32;
+  return tuning;
+}
+
+}  // namespace eml::gemm::blocked

@@ -1,0 +1,92 @@
+// The packed GEMM's cache blocks and the cache-dependent thresholds, derived from the
+// CPU's caches and the active micro-kernel's register tile by the analytical model of
+// Low, Igual, Smith and Quintana-Orti, "Analytical Modeling Is Enough for High-Performance
+// BLIS" (ACM TOMS 43(2), 2016). Pure functions of their arguments: tests feed them the
+// caches of any CPU.
+//
+// The loops (packed_gemm.cpp, macro_kernel.cpp) are BLIS's: a KC x NC panel of B is packed
+// (meant to stay in L3), then MC x KC blocks of A (in L2); the micro-kernel reuses one
+// KC x NR micro-panel of B (in L1) against every MR x KC micro-panel of A streaming from L2.
+//   KC (L1): the A and B micro-panels each occupy whole ways of an L1 set (their sizes
+//     rounded up to ways of N_L1 * line bytes); together they leave one way free for
+//     the next A micro-panel and C: ceil(A ways) + ceil(B ways) <= W_L1 - 1. The largest
+//     such KC, a multiple of kKcStep. (The paper's closed form, KC = C_Ar N_L1 C_L1 /
+//     (MR S) with C_Ar = floor((W_L1 - 1) / (1 + NR/MR)), solves the same condition with
+//     A's micro-panel filling whole ways; for double 6x8 on 8-way 32 KiB both give 256,
+//     for float 6x16 the closed form leaves three ways unused: 170 instead of 320.)
+//   MC (L2): the MC x KC block of A takes the ways left after one for C and those the
+//     B micro-panel needs: C_Ac = W_L2 - 1 - ceil(KC NR S / (N_L2 C_L2));
+//     MC = C_Ac N_L2 C_L2 / (KC S), rounded down to a multiple of MR.
+//   NC (L3): likewise the KC x NC panel of B takes the ways left after one and those of
+//     the A block, in this thread's share of L3 (size / logical CPUs sharing it: every
+//     thread packs its own panel, partition.h); NC rounded down to a multiple of NR.
+// A level the CPU does not report is assumed to be the kAssumed* one (cache_info.h).
+#pragma once
+
+#include <cstdint>
+
+#include "../cache_info.h"
+#include "../isa.h"
+
+namespace eml::gemm::blocked {
+
+// The micro-kernel's register tile, MR x NR elements of element_bytes each.
+struct RegisterTile {
+  int64_t mr = 0, nr = 0, element_bytes = 0;
+};
+
+struct CacheBlocks {
+  int64_t mc = 0, kc = 0, nc = 0;
+};
+
+// KC is a multiple of this (the micro-kernel's unrolling, 4, twice over).
+inline constexpr int64_t kKcStep = 8;
+
+// The model above, for one element type's tile.
+CacheBlocks model_blocks(const CacheInfo& caches, RegisterTile tile);
+
+// The register tile of the packed path's micro-kernel (MR x NR floats or doubles) for `isa`:
+// 6 x 16 / 6 x 8 (12 ymm accumulators; the generic kernel has the same tile), AVX-512's
+// tile pairs 6 x 32 / 6 x 16.
+RegisterTile register_tile(Isa isa, int64_t element_bytes);
+
+// Everything of the blocked GEMM that depends on the cache and the core.
+struct Tuning {
+  CacheBlocks f32;  // float, and the 16-bit types (packed as float)
+  CacheBlocks f64;
+  // A packed or broadcast block of B of at most this many bytes is walked row by row
+  // (kShallowBlock*: write-bound products): the L1d size.
+  int64_t shallow_block_bytes = 0;
+  // Very few rows and a B beyond this (L2) stream B once (path.cpp).
+  int64_t stream_b_bytes = 0;
+  // Few rows and a B (or a narrow B and an A) within this thread's L3 share are read in
+  // place (path.cpp).
+  int64_t l3_share_bytes = 0;
+  // Every thread's part has at least this many flops (partition.h).
+  int64_t min_parallel_flops = 0;
+  // The dot path (no packing) takes up to this many rows when k is deep (path.cpp).
+  int64_t dot_max_rows = 0;
+
+  template <typename T>
+  const CacheBlocks& blocks() const {
+    if constexpr (sizeof(T) == 8) {
+      return f64;
+    } else {
+      return f32;
+    }
+  }
+};
+
+// A fork/join of the thread pool costs about this many cycles (1 us at 2 GHz; measured
+// with torch's OpenMP pool on Zen 5): a part must be worth more, so the threading floor is
+// this many cycles of the ISA's peak flops (kFlopsPerCycle).
+inline constexpr double kForkJoinCycles = 2048;
+
+// Float flops per cycle of one core: 2 FMA pipes x lanes x 2 (AVX2 8 lanes, AVX-512 16;
+// the portable kernel about SSE2's 4 lanes, multiply and add apart).
+double flops_per_cycle(Isa isa);
+
+// The model's tuning for these caches and the ISA's tile.
+Tuning model_tuning(const CacheInfo& caches, Isa isa);
+
+}  // namespace eml::gemm::blocked

@@ -1,0 +1,131 @@
+#include "tuning.h"
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace eml::gemm::blocked {
+namespace {
+
+// One value of Tuning: its name, variable, place and how the model gets it.
+struct Field {
+  const char* name;
+  const char* env;
+  int64_t Tuning::*scalar;    // a threshold, or
+  CacheBlocks Tuning::*type;  // the blocks of one type, and
+  int64_t CacheBlocks::*block;
+  const char* note;
+};
+
+constexpr const char* kKcNote = "L1d: A and B micro-panels in whole ways, one way free";
+constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
+constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
+
+const std::array<Field, 11> kFields = {{
+    {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
+    {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
+    {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
+    {"mc_f64", "EML_OPS_MC_F64", nullptr, &Tuning::f64, &CacheBlocks::mc, kMcNote},
+    {"kc_f64", "EML_OPS_KC_F64", nullptr, &Tuning::f64, &CacheBlocks::kc, kKcNote},
+    {"nc_f64", "EML_OPS_NC_F64", nullptr, &Tuning::f64, &CacheBlocks::nc, kNcNote},
+    {"shallow_block_bytes", "EML_OPS_SHALLOW_BLOCK_BYTES", &Tuning::shallow_block_bytes, nullptr,
+     nullptr, "L1d size"},
+    {"stream_b_bytes", "EML_OPS_STREAM_B_BYTES", &Tuning::stream_b_bytes, nullptr, nullptr,
+     "L2 size"},
+    {"l3_share_bytes", "EML_OPS_L3_SHARE_BYTES", &Tuning::l3_share_bytes, nullptr, nullptr,
+     "L3 size / CPUs sharing it"},
+    {"min_parallel_flops", "EML_OPS_MIN_PARALLEL_FLOPS", &Tuning::min_parallel_flops, nullptr,
+     nullptr, "2048 cycles (a fork/join) x the ISA's flops per cycle"},
+    {"dot_max_rows", "EML_OPS_DOT_MAX_ROWS", &Tuning::dot_max_rows, nullptr, nullptr,
+     "measured crossover of the tile's packed kernel"},
+}};
+
+int64_t& slot(Tuning& tuning, const Field& field) {
+  return field.scalar != nullptr ? tuning.*field.scalar : (tuning.*field.type).*field.block;
+}
+
+// A positive decimal integer, or 0.
+int64_t parse_positive(const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value <= 0) return 0;
+  return value;
+}
+
+struct IsaTuning {
+  Tuning used;
+  std::vector<TuningEntry> entries;
+};
+
+IsaTuning build(Isa isa) {
+  IsaTuning result;
+  const Tuning model = model_tuning(cache_info(), isa);
+  result.used = model;
+  for (const Field& field : kFields) {
+    TuningEntry entry{field.name, field.env, slot(result.used, field), 0, false, field.note};
+    if (const char* text = std::getenv(field.env)) {
+      const int64_t value = parse_positive(text);
+      if (value > 0) {
+        slot(result.used, field) = value;
+        entry.overridden = true;
+      } else {
+        entry.note = std::string(field.env) + "='" + text + "' ignored: not a positive integer";
+      }
+    }
+    entry.value = slot(result.used, field);
+    result.entries.push_back(entry);
+  }
+  return result;
+}
+
+const IsaTuning& isa_tuning(Isa isa) {
+  static const std::array<IsaTuning, 3> all = {build(Isa::generic), build(Isa::avx2),
+                                               build(Isa::avx512)};
+  return all[static_cast<int>(isa)];
+}
+
+std::atomic<const Tuning*> g_testing_tuning{nullptr};
+
+}  // namespace
+
+const Tuning& tuning_for(Isa isa) { return isa_tuning(isa).used; }
+
+const Tuning& tuning() {
+  const Tuning* testing = g_testing_tuning.load(std::memory_order_relaxed);
+  return testing != nullptr ? *testing : tuning_for(active_isa());
+}
+
+void set_tuning_for_testing(const Tuning* tuning) {
+  g_testing_tuning.store(tuning, std::memory_order_relaxed);
+}
+
+const std::vector<TuningEntry>& tuning_entries(Isa isa) { return isa_tuning(isa).entries; }
+
+std::string tuning_report(Isa isa) {
+  const CacheInfo& caches = cache_info();
+  std::ostringstream text;
+  text << "caches (from " << caches.source << "):\n";
+  const auto level = [&](const char* name, const CacheLevel& seen, const CacheLevel& assumed) {
+    text << "  " << name << ": " << describe(seen);
+    if (!seen.known()) text << " (assumed " << describe(assumed) << ")";
+    text << "\n";
+  };
+  level("L1d", caches.l1d, kAssumedL1);
+  level("L2 ", caches.l2, kAssumedL2);
+  level("L3 ", caches.l3, kAssumedL3);
+  const RegisterTile f32 = register_tile(isa, 4), f64 = register_tile(isa, 8);
+  text << "ISA " << isa_name(isa) << ", register tile float " << f32.mr << "x" << f32.nr
+       << ", double " << f64.mr << "x" << f64.nr << "\n";
+  text << "values (model: Low et al., TOMS 2016; overrides: environment):\n";
+  for (const TuningEntry& entry : isa_tuning(isa).entries) {
+    text << "  " << entry.name << " = " << entry.value;
+    if (entry.overridden) text << " (" << entry.env << "; model " << entry.model << ")";
+    text << "  [" << entry.note << "]\n";
+  }
+  return text.str();
+}
+
+}  // namespace eml::gemm::blocked

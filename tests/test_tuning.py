@@ -1,0 +1,223 @@
+"""The blocked GEMM's tuning from the CPU's caches: the report, the overrides, ``info``.
+
+The model itself is tested for given caches (Zen 3, Zen 5, Skylake-X, none) in
+tests/cpp/test_gemm.cpp; here: that the values in use are the model's for the caches this
+CPU reports (checked against an independent implementation of the model), that each
+EML_OPS_* variable replaces its value (and a bad one is ignored and said so), and that the GEMM
+stays correct with overridden blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eml_ops
+
+BLOCK_NAMES = ("mc", "kc", "nc", "mc_f64", "kc_f64", "nc_f64")
+THRESHOLD_NAMES = (
+    "shallow_block_bytes",
+    "stream_b_bytes",
+    "l3_share_bytes",
+    "min_parallel_flops",
+    "dot_max_rows",
+)
+# What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
+ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
+FLOPS_PER_CYCLE = {"generic": 8, "avx2": 32, "avx512": 64}
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (the overrides are read once, at start-up)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EML_OPS_")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False, env={**clean, **env})
+
+
+def level(caches: dict[str, Any], name: str) -> tuple[int, int, int, int]:
+    """(size, ways, line, sharing) of a cache level, the assumed one where unknown."""
+    seen = caches[name]
+    if not seen["known"]:
+        return ASSUMED[name]
+    return seen["size_bytes"], seen["ways"], seen["line_bytes"], seen["sharing"]
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def way_bytes(size: int, ways: int, line: int) -> int:
+    """Bytes of one way: sets x line."""
+    return size // (ways * line) * line
+
+
+def model_blocks(caches: dict[str, Any], mr: int, nr: int, size: int) -> tuple[int, int, int]:
+    """Low et al.'s model as block_model.h states it, written again from its comment."""
+    l1_size, l1_ways, l1_line, _ = level(caches, "L1d")
+    l1_way = way_bytes(l1_size, l1_ways, l1_line)
+    kc = 8
+    while (ceil_div((kc + 8) * mr * size, l1_way) + ceil_div((kc + 8) * nr * size, l1_way)
+           <= l1_ways - 1):
+        kc += 8
+    l2_size, l2_ways, l2_line, _ = level(caches, "L2")
+    l2_way = way_bytes(l2_size, l2_ways, l2_line)
+    free = max(1, l2_ways - 1 - ceil_div(kc * nr * size, l2_way))
+    mc = max(mr, free * l2_way // (kc * size) // mr * mr)
+    l3_size, l3_ways, l3_line, l3_sharing = level(caches, "L3")
+    l3_way = way_bytes(l3_size // l3_sharing, l3_ways, l3_line)
+    free = max(1, l3_ways - 1 - ceil_div(mc * kc * size, l3_way))
+    nc = max(nr, free * l3_way // (kc * size) // nr * nr)
+    return mc, kc, nc
+
+
+def test_report_structure() -> None:
+    tuning = eml_ops._C.tuning()
+    assert tuning["isa"] == eml_ops._C.get_isa()
+    assert tuning["cache_source"] in ("cpuid 0x8000001d", "cpuid 4", "sysfs", "none")
+    assert set(tuning["caches"]) == {"L1d", "L2", "L3"}
+    if tuning["cache_source"] == "none":
+        assert not any(c["known"] for c in tuning["caches"].values())
+    for cache in tuning["caches"].values():
+        if cache["known"]:
+            assert cache["size_bytes"] > 0 and cache["ways"] > 0 and cache["line_bytes"] > 0
+            assert cache["sharing"] >= 1
+    assert set(tuning["values"]) == set(BLOCK_NAMES + THRESHOLD_NAMES)
+    for name, entry in tuning["values"].items():
+        assert entry["env"] == "EML_OPS_" + name.upper()
+        assert entry["value"] > 0 and entry["note"]
+
+
+@pytest.mark.parametrize("isa", eml_ops._C.supported_isas())
+def test_values_are_the_models_for_this_cpu(isa: str) -> None:
+    tuning = eml_ops._C.tuning(isa)
+    values = {name: entry for name, entry in tuning["values"].items()}
+    for entry in values.values():
+        if not entry["overridden"]:
+            assert entry["value"] == entry["model"]
+    caches = tuning["caches"]
+    tiles = tuning["register_tile"]
+    for suffix, size, tile in (("", 4, tiles["float32"]), ("_f64", 8, tiles["float64"])):
+        want = model_blocks(caches, tile[0], tile[1], size)
+        got = tuple(values[name + suffix]["model"] for name in ("mc", "kc", "nc"))
+        assert got == want, (suffix, got, want)
+    assert values["shallow_block_bytes"]["model"] == level(caches, "L1d")[0]
+    assert values["stream_b_bytes"]["model"] == level(caches, "L2")[0]
+    l3 = level(caches, "L3")
+    assert values["l3_share_bytes"]["model"] == l3[0] // l3[3]
+    assert values["min_parallel_flops"]["model"] == 2048 * FLOPS_PER_CYCLE[isa]
+
+
+def test_text_report_names_every_value() -> None:
+    text = eml_ops._C.tuning_report()
+    tuning = eml_ops._C.tuning()
+    assert tuning["cache_source"] in text
+    for name, entry in tuning["values"].items():
+        assert f"{name} = {entry['value']}" in text
+
+
+def test_unknown_isa_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown ISA"):
+        eml_ops._C.tuning("sse9")
+
+
+OVERRIDE_CHECK = """
+import json, torch, torch.nn.functional as F, eml_ops
+tuning = eml_ops._C.tuning()
+errors = []
+eml_ops.set_backend("blocked")
+torch.manual_seed(0)
+for dtype in (torch.float32, torch.float64):
+    # m, k past MC and KC, n past NC of the overrides; and a small, threaded product.
+    for m, k, n in ((101, 77, 90), (13, 250, 40)):
+        x = torch.randn(m, k, dtype=dtype)
+        w = torch.randn(n, k, dtype=dtype)
+        b = torch.randn(n, dtype=dtype)
+        want = F.linear(x.double(), w.double(), b.double())
+        got = eml_ops.linear(x, w, b)
+        tol = 1e-4 if dtype == torch.float32 else 1e-10
+        errors.append(float((got.double() - want).abs().max() / want.abs().max()) < tol)
+print(json.dumps({"tuning": tuning, "correct": errors}))
+"""
+
+
+def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
+    overrides = {
+        "EML_OPS_MC": "18",
+        "EML_OPS_KC": "24",
+        "EML_OPS_NC": "32",
+        "EML_OPS_MC_F64": "12",
+        "EML_OPS_KC_F64": "16",
+        "EML_OPS_NC_F64": "24",
+        "EML_OPS_MIN_PARALLEL_FLOPS": "1000",
+        "EML_OPS_DOT_MAX_ROWS": "4",
+        "EML_OPS_SHALLOW_BLOCK_BYTES": "4096",
+    }
+    result = run_python(OVERRIDE_CHECK, **overrides)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert all(out["correct"]), out["correct"]
+    values = out["tuning"]["values"]
+    for env, text in overrides.items():
+        name = env.removeprefix("EML_OPS_").lower()
+        assert values[name]["overridden"] and values[name]["value"] == int(text), name
+        assert values[name]["model"] == eml_ops._C.tuning()["values"][name]["model"]
+    for name in ("stream_b_bytes", "l3_share_bytes"):
+        assert not values[name]["overridden"]
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "abc", "12x", ""])
+def test_a_bad_override_is_ignored_and_reported(text: str) -> None:
+    code = "import json, eml_ops; print(json.dumps(eml_ops._C.tuning()['values']['kc']))"
+    result = run_python(code, EML_OPS_KC=text)
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(result.stdout)
+    assert not entry["overridden"]
+    assert entry["value"] == entry["model"]
+    assert "ignored" in entry["note"] and "EML_OPS_KC" in entry["note"]
+
+
+def test_info_command() -> None:
+    command = [sys.executable, "-m", "eml_ops", "info"]
+    text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    tuning = eml_ops._C.tuning()
+    assert f"active {eml_ops._C.get_isa()}" in text
+    assert f"mc = {tuning['values']['mc']['value']}" in text
+    as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
+    assert json.loads(as_json.stdout) == json.loads(json.dumps(tuning))  # tuples as lists
+    generic = subprocess.run([*command, "--isa", "generic"], capture_output=True, text=True,
+                             check=True).stdout
+    assert "ISA generic, register tile float 6x16" in generic
+
+
+def test_info_with_an_override_says_so() -> None:
+    command = [sys.executable, "-m", "eml_ops", "info"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EML_OPS_")}
+    text = subprocess.run(command, capture_output=True, text=True, check=True,
+                          env={**env, "EML_OPS_NC": "512"}).stdout
+    model = eml_ops._C.tuning()["values"]["nc"]["model"]
+    assert f"nc = 512 (EML_OPS_NC; model {model})" in text
+
+
+def test_gemm_correct_with_this_cpus_blocks() -> None:
+    """Shapes just past this CPU's MC and KC (float32, every supported ISA)."""
+    values = eml_ops._C.tuning()["values"]
+    m, k = values["mc"]["value"] + 5, values["kc"]["value"] + 3
+    torch.manual_seed(1)
+    x, w, b = torch.randn(m, k), torch.randn(40, k), torch.randn(40)
+    want = F.linear(x.double(), w.double(), b.double())
+    with eml_ops.use_backend("blocked"):
+        for isa in eml_ops._C.supported_isas():
+            previous = eml_ops._C.get_isa()
+            eml_ops._C.set_isa(isa)
+            try:
+                got = eml_ops.linear(x, w, b)
+            finally:
+                eml_ops._C.set_isa(previous)
+            torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
