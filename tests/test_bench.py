@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from eml_ops import bench
-from eml_ops.bench import cli, report, stats, suite
+from eml_ops.bench import candidates, cli, models, peers, report, stats, suite
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -202,6 +202,8 @@ def test_default_suite_covers_the_issue():
         ["--threads", "0"],
         ["--shapes", "1x2"],
         ["--runs", "0"],
+        ["--peers", "no-such-peer"],
+        ["--models", "gpt"],
     ],
 )
 def test_bad_options_exit_2(argv: list[str], tmp_path: Path):
@@ -488,3 +490,129 @@ def test_skipped_once_over_runs(tmp_path: Path):
     assert [s["candidate"] for s in data["metadata"]["skipped"]] == ["reference"]
     assert sorted((r["candidate"], r["run"]) for r in data["rows"]) == [
         ("F.linear", 0), ("F.linear", 1), ("aten", 0), ("aten", 1)]
+
+
+# --peers and the model table (tiny models and shapes: compiling is slow on a small machine).
+
+ALL_PEERS = ",".join(peers.PEERS)
+# The candidates of the model table in inference and in a training step (the inference-only
+# peers freeze the weights).
+MODEL_CANDIDATES = {
+    "inference": {models.BASELINE, models.EML, *(p.name for p in peers.PEERS.values())},
+    "train": {models.BASELINE, models.EML,
+              *(p.name for p in peers.PEERS.values() if not p.inference_only)},
+}  # fmt: skip
+
+
+def _tiny(*argv: str, out: Path) -> dict:
+    """Run the bench with ``argv`` on one thread, one sample each; its bench.json."""
+    assert bench.main([*argv, "--threads", "1", "--repeats", "1", "--min-time", "0",
+                       "--no-overhead", "--no-plot", "--out", str(out)]) == 0  # fmt: skip
+    return json.loads((out / "bench.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def peers_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The model table of the tiny FFN with every peer (zentorch must be installed)."""
+    out = tmp_path_factory.mktemp("peers")
+    return out, _tiny("--quick", "--peers", ALL_PEERS, "--modes", "models", "--models", "ffn8",
+                      out=out)  # fmt: skip
+
+
+def test_every_peer_has_rows_in_the_model_table(peers_run: tuple[Path, dict]):
+    _, data = peers_run
+    assert data["rows"] == []  # the model table only
+    assert [s["status"] for s in data["metadata"]["peers"]] == ["available"] * len(peers.PEERS)
+    rows = data["model_rows"]
+    for mode, names in MODEL_CANDIDATES.items():
+        here = {r["candidate"]: r for r in rows if r["mode"] == mode}
+        assert set(here) == names, mode
+        base = here[models.BASELINE]
+        for r in here.values():
+            assert r["shape"] == "ffn8" and r["kind"] == "ffn" and r["threads"] == 1
+            assert math.isclose(r["speedup"], base["median_s"] / r["median_s"], rel_tol=1e-12)
+            flops = models.MODEL_FLOP_FACTOR[mode] * 4 * 2 * 8 * 16 * 64  # 4 linear layers
+            assert math.isclose(r["gflops"], flops / r["median_s"] / 1e9, rel_tol=1e-12)
+            assert r["first_call_s"] > 0
+            # Compiled or not, every candidate computed what the nn.Linear model computes.
+            assert r["max_error"] < 1e-4, r
+    assert {c["candidate"] for c in data["model_combined"]} == MODEL_CANDIDATES["inference"]
+
+
+def test_zentorch_reports_what_it_did(peers_run: tuple[Path, dict]):
+    """zentorch is "inactive" exactly where its own check says the CPU lacks AVX-512."""
+    import zentorch
+
+    out, data = peers_run
+    notes = {(e["mode"], e["note"].split(":")[0]) for e in data["metadata"]["peer_notes"]
+             if e["candidate"] == "zentorch"}  # fmt: skip
+    said = "active" if zentorch._C.is_avx512_supported() else "inactive"
+    assert notes == {("inference", said), ("train", said)}
+    text = (out / "bench.md").read_text()
+    assert ("(inactive)" in text) == (said == "inactive")
+
+
+def test_model_table_markdown(peers_run: tuple[Path, dict]):
+    out, _ = peers_run
+    text = (out / "bench.md").read_text()
+    assert "## Models" in text
+    train = text.split("### models, train, 1 thread")[1].split("###")[0]
+    inference = text.split("### models, inference, 1 thread")[1].split("###")[0]
+    assert f"| model | {models.BASELINE} ms | {models.EML} |" in inference
+    assert "| best peer | eml eager / best peer |" in inference
+    # Inference-only peers read n/a in training: two cells of the one model's row.
+    assert train.count(" n/a |") == 2 and "n/a" not in inference
+    assert "seconds of the first call (compilation" in text
+    assert "eml eager over the best peer: geomean" in text
+    assert "best of eml over the best peer" in text
+
+
+def test_bert_model_table_without_peers(tmp_path: Path):
+    """A BERT encoder from a config: nn.Linear eager and eml eager, inference and training."""
+    data = _tiny("--quick", "--modes", "models", "--models", "bert", out=tmp_path)
+    assert data["metadata"]["peers"] == []
+    rows = {(r["mode"], r["candidate"]): r for r in data["model_rows"]}
+    assert set(rows) == {(mode, name) for mode in models.MODEL_MODES
+                         for name in (models.BASELINE, models.EML)}  # fmt: skip
+    assert all(r["shape"] == "bert" and r["max_error"] < 1e-4 for r in rows.values())
+    assert "BERT-1 (32, 2 heads, 64), 2x8 tokens" in (tmp_path / "bench.md").read_text()
+
+
+def test_peers_on_the_shape_suite(tmp_path: Path):
+    """--peers adds columns to the shape tables: Inductor compiles nn.Linear, forward and train."""
+    data = _tiny("--peers", "inductor", "--modes", "forward,train", "--backends", "aten",
+                 "--shapes", "4x8x8", out=tmp_path)  # fmt: skip
+    assert data["model_rows"] == []
+    assert {(r["mode"], r["candidate"]) for r in data["rows"]} == {
+        ("forward", "F.linear"), ("forward", "aten"), ("forward", "Inductor"),
+        ("train", "nn.Linear"), ("train", "aten"), ("train", "Inductor"),
+    }  # fmt: skip
+    assert all(r["max_error"] < 1e-5 for r in data["rows"])
+    assert {s["backend"] for s in data["summary"]} == {"aten", "Inductor"}
+    assert "| Inductor speed-up |" in (tmp_path / "bench.md").read_text()
+
+
+def test_absent_peer_is_listed_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "zentorch", None)  # as if not installed
+    data = _tiny("--quick", "--peers", "zentorch", "--modes", "forward,models", "--models",
+                 "ffn8", "--backends", "aten", "--shapes", "4x8x8", out=tmp_path)  # fmt: skip
+    [status] = data["metadata"]["peers"]
+    assert status["status"] == "absent" and status["reason"] == "zentorch is not installed"
+    for r in [*data["rows"], *data["model_rows"]]:
+        assert r["candidate"] != "zentorch"
+    text = (tmp_path / "bench.md").read_text()
+    models_part = text.split("## Models")[1]
+    assert models_part.count("| absent |") == len(models.MODEL_MODES)
+    assert "peer zentorch: " in text and "absent (zentorch is not installed)" in text
+
+
+def test_record_notes_once_over_runs():
+    notes: list[dict] = []
+    where = {"mode": "train", "case": "ffn8", "threads": 1, "dtype": "float32"}
+    cand = candidates.Candidate("zentorch", None, lambda: None, lambda: [], notes=["active"])
+    for run in range(2):
+        peers.record_notes(notes, {"kept": [cand], "failed": {"Inductor": "E: x"}}, where, run)
+    assert [(e["candidate"], e["note"], e["run"]) for e in notes] == [
+        ("zentorch", "active", 0), ("Inductor", "failed: E: x", 0)]
+    assert peers.note_of(notes, {"case": "ffn8", "mode": "train"}, "Inductor") == "failed: E: x"
+    assert peers.note_of(notes, {"case": "bert"}, "zentorch") is None

@@ -37,9 +37,20 @@ call at 1x1x1 and 1x16x16 on one thread in float32, forward and training step: `
 per call and as the difference to PyTorch's, timed like the rest (many calls per sample, the
 median of interleaved samples).
 
+``--peers [LIST]`` adds, in the same run, what a CPU user would pick instead of nn.Linear:
+torch.compile (Inductor), Inductor with freezing, Inductor max-autotune with its C++ GEMM
+template, zentorch (AMD's compile backend; "inactive" where it says it optimises nothing, and
+"absent" where it is not installed) and eml_ops under torch.compile (:mod:`.peers`): columns of
+the shape tables, and the model table (``--modes models``, on by default with ``--peers``): a
+transformer FFN at batch 8 and 256 and a 4-layer BERT encoder, inference and training step,
+against the model with nn.Linear in eager mode (:mod:`.models`; ``--quick``: tiny models).
+Compilation happens in the untimed first call, with fresh compiler caches; its seconds are
+reported.
+
 One job per module: :mod:`.suite` (what is measured), :mod:`.candidates` (the implementations),
-:mod:`.timing`, :mod:`.stats`, :mod:`.report` (tables, bench.md), :mod:`.plot` (bench.png) and
-:mod:`.cli` (options, the run, the files).
+:mod:`.peers` (the compiled peers), :mod:`.models` (the model table), :mod:`.timing`,
+:mod:`.stats`, :mod:`.report` (tables, bench.md), :mod:`.plot` (bench.png) and :mod:`.cli`
+(options, the run, the files).
 """
 
 from __future__ import annotations

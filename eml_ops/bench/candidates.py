@@ -10,7 +10,8 @@ import contextlib
 import copy
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -20,17 +21,33 @@ import eml_ops
 
 from .suite import BASELINE, OPS_CANDIDATE, Shape
 
+# The work of one step on a module: ``run()`` does one call (the timed work), ``result()`` one
+# call whose outputs are compared with the baseline's.
+Step = tuple[Callable[[], object], Callable[[], list[torch.Tensor]]]
 
-# A candidate: ``run()`` does one call (the timed work), ``result()`` one call whose outputs
-# are compared with the baseline's.
+
 @dataclass
 class Candidate:
-    """One implementation to time: its name, the backend to select, and its work."""
+    """One implementation to time: its name, the backend to select, and its work.
+
+    A baseline that is a module's step also carries the module and how to step another
+    (``step(module)``), so that other implementations of the same module (copies converted
+    or compiled, :mod:`.peers`) can do the very same work on the same inputs.
+    """
 
     name: str
     backend: str | None
     run: Callable[[], object]
     result: Callable[[], list[torch.Tensor]]
+    module: nn.Module | None = None
+    step: Callable[[nn.Module], Step] | None = None
+    # Entered around the first call, which compiles a compiled candidate.
+    first_call_context: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+    # Whether an exception of the first call (a compiler's) drops the candidate, reported,
+    # instead of ending the run.
+    may_fail: bool = False
+    # What the first call found out about the candidate (e.g. a compiler that did nothing).
+    notes: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -54,10 +71,33 @@ def _forward_inputs(
     return x, w, b
 
 
+def inference_step(module: nn.Module, x: torch.Tensor) -> Step:
+    """One call of ``module(x)`` without grad (the module in eval mode)."""
+    module.eval()
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            return module(x)
+
+    return run, lambda: [run()]
+
+
+def _linear_module(w: torch.Tensor, b: torch.Tensor) -> nn.Linear:
+    """Return an ``nn.Linear`` of copies of ``w`` and ``b``: ``F.linear(x, w, b)`` as a module."""
+    module = nn.Linear(w.shape[1], w.shape[0], dtype=w.dtype, device="meta")
+    module.weight = nn.Parameter(w.clone())
+    module.bias = nn.Parameter(b.clone())
+    return module
+
+
 def forward_candidates(
     shape: Shape, backends: Sequence[str], dtype: torch.dtype, seed: int
 ) -> list[Candidate]:
-    """``F.linear(x, w, b)`` and ``eml_ops.linear(x, w, b)`` per backend, without grad."""
+    """``F.linear(x, w, b)`` and ``eml_ops.linear(x, w, b)`` per backend, without grad.
+
+    The baseline's module is the ``nn.Linear`` of ``w`` and ``b``, stepped by
+    :func:`inference_step` on ``x``.
+    """
     x, w, b = _forward_inputs(shape, dtype, seed)
 
     def make(
@@ -69,14 +109,16 @@ def forward_candidates(
 
         return run, lambda: [run()]
 
-    out = [Candidate(BASELINE["forward"], None, *make(F.linear))]
-    out += [Candidate(name, name, *make(eml_ops.linear)) for name in backends]
-    return out
+    baseline = Candidate(
+        BASELINE["forward"], None, *make(F.linear), module=_linear_module(w, b),
+        step=lambda module: inference_step(module, x),
+    )  # fmt: skip
+    return [baseline] + [Candidate(name, name, *make(eml_ops.linear)) for name in backends]
 
 
-def _train_step(
+def train_step(
     module: nn.Module, x: torch.Tensor, grad: torch.Tensor, autocast: torch.dtype | None = None
-) -> tuple[Callable[[], torch.Tensor], Callable[[], list[torch.Tensor]]]:
+) -> Step:
     """One training step on ``module``: zero grads (set to None), forward, backward.
 
     ``autocast``: the forward runs under ``torch.autocast("cpu", dtype=autocast)``.
@@ -125,15 +167,16 @@ def train_candidates(
     x = torch.randn(shape.m, shape.k, generator=gen, dtype=dtype).requires_grad_(True)
     grad = torch.randn(shape.m, shape.n, generator=gen, dtype=dtype)
     baseline = nn.Linear(shape.k, shape.n, bias=True, dtype=dtype)
-    out = [Candidate(BASELINE["train"], None, *_train_step(baseline, x, grad))]
+    out = [Candidate(BASELINE["train"], None, *train_step(baseline, x, grad), module=baseline,
+                     step=lambda module: train_step(module, x, grad))]
     for name in backends:
         layer = eml_ops.Layer(shape.k, shape.n, bias=True, dtype=dtype)
         layer.load_state_dict(baseline.state_dict())
-        out.append(Candidate(name, name, *_train_step(layer, x, grad)))
+        out.append(Candidate(name, name, *train_step(layer, x, grad)))
     if ops:
         module = OpsLinear(shape.k, shape.n, bias=True, dtype=dtype)
         module.load_state_dict(baseline.state_dict())
-        out.append(Candidate(OPS_CANDIDATE, None, *_train_step(module, x, grad)))
+        out.append(Candidate(OPS_CANDIDATE, None, *train_step(module, x, grad)))
     return out
 
 
@@ -158,10 +201,10 @@ def mlp_candidates(
             nn.Linear(shape.k, shape.n),
         ).to(param_dtype)  # fmt: skip
     autocast = dtype if half else None
-    out = [Candidate(BASELINE["mlp"], None, *_train_step(baseline, x, grad, autocast))]
+    out = [Candidate(BASELINE["mlp"], None, *train_step(baseline, x, grad, autocast))]
     for name in backends:
         model = eml_ops.replace_linear(copy.deepcopy(baseline))
-        out.append(Candidate(name, name, *_train_step(model, x, grad, autocast)))
+        out.append(Candidate(name, name, *train_step(model, x, grad, autocast)))
     return out
 
 

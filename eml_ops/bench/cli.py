@@ -21,7 +21,7 @@ import torch
 
 import eml_ops
 
-from . import compressed, plot, report, stats, timing
+from . import compressed, models, peers, plot, report, stats, timing
 from .suite import (
     ALL_MODES,
     DEFAULT_SHAPES,
@@ -82,9 +82,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--modes",
         type=_name_list,
-        help="forward,train,mlp,compressed (default: forward,train; mlp: a 3-layer MLP "
-        "training step, under autocast for the 16-bit dtypes; compressed: inference on a stack "
-        "of four 4096x4096 layers with int8 / 16-bit weights, see eml_ops/bench/compressed.py)",
+        help="forward,train,mlp,models,compressed (default: forward,train, and models with "
+        "--peers; mlp: a 3-layer MLP training step, under autocast for the 16-bit dtypes; models: "
+        "the model table, inference and training step of whole models; compressed: inference on "
+        "a stack of four 4096x4096 layers with int8 / 16-bit weights, see bench/compressed.py)",
+    )
+    parser.add_argument(
+        "--peers",
+        type=_name_list,
+        nargs="?",
+        const=list(peers.PEERS),
+        default=[],
+        help=f"time, beside nn.Linear, what a CPU user would pick instead, of "
+        f"{','.join(peers.PEERS)} (default with no list: all)",
+    )
+    parser.add_argument(
+        "--models",
+        type=_name_list,
+        help=f"the model table's models, of {','.join(models.MODELS)} (default: all; --quick: "
+        "tiny ones of the same kinds)",
     )
     parser.add_argument(
         "--backends",
@@ -140,9 +156,17 @@ def make_config(argv: Sequence[str]) -> Config:
     unknown = [name for name in backends if name not in available]
     if unknown:
         parser.error(f"backend(s) {unknown} not available; available: {available}")
-    modes = args.modes if args.modes is not None else list(MODES)
-    if not modes or any(mode not in (*ALL_MODES, COMPRESSED_MODE) for mode in modes):
-        parser.error(f"--modes takes a comma-separated subset of {[*ALL_MODES, COMPRESSED_MODE]}")
+    default_modes = [*MODES, models.MODE] if args.peers else list(MODES)
+    modes = args.modes if args.modes is not None else default_modes
+    known_modes = [*ALL_MODES, models.MODE, COMPRESSED_MODE]
+    if not modes or any(mode not in known_modes for mode in modes):
+        parser.error(f"--modes takes a comma-separated subset of {known_modes}")
+    unknown_peers = [name for name in args.peers if name not in peers.PEERS]
+    if unknown_peers:
+        parser.error(f"unknown peer(s) {unknown_peers}; known: {list(peers.PEERS)}")
+    model_keys = args.models if args.models is not None else list(models.MODELS)
+    if not model_keys or any(key not in models.MODELS for key in model_keys):
+        parser.error(f"--models takes a comma-separated subset of {list(models.MODELS)}")
     cores = os.cpu_count() or 1
     threads = args.threads if args.threads is not None else sorted({1, cores})
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 11)
@@ -154,7 +178,7 @@ def make_config(argv: Sequence[str]) -> Config:
         parser.error("--repeats and --runs must be >= 1 and --min-time >= 0")
     shapes = args.shapes or (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)
     return Config(
-        modes=modes,
+        modes=[mode for mode in modes if mode != models.MODE],
         backends=backends,
         threads=threads,
         shapes=shapes,
@@ -167,6 +191,9 @@ def make_config(argv: Sequence[str]) -> Config:
         python_threads_shape=QUICK_PYTHON_THREADS_SHAPE if args.quick else PYTHON_THREADS_SHAPE,
         runs=args.runs,
         overhead=not args.no_overhead,
+        peers=args.peers,
+        models=model_keys if models.MODE in modes else [],
+        quick_models=args.quick,
     )
 
 
@@ -222,12 +249,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 min_time=max(config.min_time, 0.05), seed=config.seed)
         print(f"\n{table}")
         config.modes = [mode for mode in config.modes if mode != COMPRESSED_MODE]
-        if not config.modes:
+        if not config.modes and not config.models:
             return 0
     start = time.perf_counter()
-    meta, rows = run(config)
+    with peers.fresh_compiler_caches(bool(config.peers)):
+        meta, rows = run(config)
+        model_rows = models.run_models(config, meta["fma_peak_gflops_1core"]) if config.models \
+            else []  # fmt: skip
+    meta["peers"] = peers.peer_status(config.peers)
+    meta["peer_notes"] = config.peer_notes
     meta["elapsed_s"] = time.perf_counter() - start
     results = stats.combine_runs(rows)  # what every output below reports
+    model_results = stats.combine_runs(model_rows)
     summary = stats.summarize(results)
     lines = stats.summary_lines(results, summary)
     if meta.get("python_threads"):
@@ -241,10 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rows": [asdict(r) for r in rows],
         "combined": [asdict(c) for c in results],
         "summary": summary,
+        "model_rows": [asdict(r) for r in model_rows],
+        "model_combined": [asdict(c) for c in model_results],
     }
     (config.out / "bench.json").write_text(json.dumps(payload, indent=1) + "\n")
-    report.write_markdown(config.out / "bench.md", meta, results, config, lines)
-    if config.plot:
+    sections = [models.write_sections(model_results, config, meta)] if config.models else []
+    report.write_markdown(config.out / "bench.md", meta, results, config, lines, sections)
+    if config.plot and config.modes:
         plot.write_plot(config.out / "bench.png", results, config)
 
     print(
@@ -262,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         header, body = report.overhead_table(meta["call_overhead"])
         print(f"\n{report.overhead_title(meta['call_overhead'])}\n"
               f"{report.text_table(header, body)}")
+    if config.models:
+        models.print_sections(model_results, config, meta)
+    elif config.peers:
+        print("\n".join(["", *models.peer_lines(meta, config)]))
     print("\nSummary")
     print("\n".join(lines))
     print(f"\n{meta['elapsed_s']:.0f} s; results in {config.out}/")

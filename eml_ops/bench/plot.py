@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from .report import columns
 from .suite import BASELINE, Combined, Config, dtype_name
 
 
@@ -29,7 +30,8 @@ def write_plot(path: Path, results: Sequence[Combined], config: Config) -> None:
         figsize=(max(6.0, 0.6 * len(config.shapes) * n_cols), 4.0 * n_rows),
         squeeze=False,
     )
-    width = 0.8 / max(1, len(config.backends))
+    names = columns(config)
+    width = 0.8 / max(1, len(names))
     for i, (mode, dtype) in enumerate(panels):
         for j, threads in enumerate(config.threads):
             ax = axes[i][j]
@@ -39,9 +41,9 @@ def write_plot(path: Path, results: Sequence[Combined], config: Config) -> None:
                 if r.mode == mode and r.threads == threads and r.dtype == dtype
             ]
             labels = [s.label for s in config.shapes if any(r.shape == s.label for r in here)]
-            for b, name in enumerate(config.backends):
+            for b, name in enumerate(names):
                 found = {r.shape: r for r in here if r.candidate == name}
-                xs = [x + (b - (len(config.backends) - 1) / 2) * width for x in range(len(labels))]
+                xs = [x + (b - (len(names) - 1) / 2) * width for x in range(len(labels))]
                 shown = [found.get(label) for label in labels]
                 ys = [r.speedup if r else math.nan for r in shown]
                 # Error bars: distances from the bar down to the min and up to the max.

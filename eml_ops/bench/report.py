@@ -16,6 +16,7 @@ import torch
 
 import eml_ops
 
+from .peers import PEERS
 from .stats import float32_ratios, speedup_text
 from .suite import BASELINE, FLOP_FACTOR, OPS_CANDIDATE, Combined, Config, dtype_name
 
@@ -116,6 +117,11 @@ def overhead_title(entries: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def columns(config: Config) -> list[str]:
+    """Name the shape tables' columns after the baseline: the backends, then the peers."""
+    return [*config.backends, *(PEERS[key].name for key in config.peers)]
+
+
 def _cell(value: float, fmt: str) -> str:
     """Format a number, or a dash for a missing one."""
     return "-" if math.isnan(value) else format(value, fmt)
@@ -140,7 +146,7 @@ def tables(
         for threads in config.threads:
             base = BASELINE[mode]
             header = ["shape", "kind", "dtype", f"{base} GFLOP/s", f"{base} % peak"]
-            for name in config.backends:
+            for name in columns(config):
                 header += [f"{name} GFLOP/s", f"{name} speed-up"]
                 header += [f"{name} / f32"] if with_ratio else []
             body = []
@@ -160,7 +166,7 @@ def tables(
                     f"{found[base].gflops:.1f}",
                     f"{100 * found[base].fraction_of_peak:.0f}",
                 ]
-                for name in config.backends:
+                for name in columns(config):
                     measured = found.get(name)
                     line += [
                         _cell(measured.gflops, ".1f") if measured else "-",
@@ -203,10 +209,12 @@ def write_markdown(
     results: Sequence[Combined],
     config: Config,
     lines: Sequence[str],
+    sections: Sequence[str] = (),
 ) -> None:
     """Write ``bench.md``: the setup, one table per (mode, threads) and the summary.
 
-    ``results``: the runs combined (:func:`~eml_ops.bench.stats.combine_runs`).
+    ``results``: the runs combined (:func:`~eml_ops.bench.stats.combine_runs`);
+    ``sections``: more Markdown (e.g. the model table), before the summary.
     """
     parts = [
         "# eml_ops benchmark",
@@ -246,5 +254,7 @@ def write_markdown(
         header, body = overhead_table(meta["call_overhead"])
         parts += ["", "## Call overhead", "", overhead_title(meta["call_overhead"]) + ".", "",
                   markdown_table(header, body, text_columns=3)]
+    for section in sections:
+        parts += ["", section]
     parts += ["", "## Summary", ""] + [f"- {line}" for line in lines]
     path.write_text("\n".join(parts) + "\n")

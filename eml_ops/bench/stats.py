@@ -51,6 +51,7 @@ def combine_runs(rows: Sequence[Row]) -> list[Combined]:
                 speedup=geomean(speedups), speedup_min=min(speedups), speedup_max=max(speedups),
                 fraction_of_peak=geomean(r.fraction_of_peak for r in group),
                 max_error=max(r.max_error for r in group),
+                first_call_s=first.first_call_s,
             )
         )  # fmt: skip
     return combined

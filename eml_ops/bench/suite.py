@@ -142,6 +142,8 @@ class Row:
     dtype: str = "float32"
     # Which pass over the suite measured it (0 to runs - 1; see Config.runs).
     run: int = 0
+    # Seconds of the first, untimed call: warm-up, and compilation for compiled candidates.
+    first_call_s: float = 0.0
 
 
 @dataclass
@@ -169,6 +171,9 @@ class Combined:
     fraction_of_peak: float
     # The largest over the runs.
     max_error: float
+    # The first run's first call (compilation of compiled candidates: later runs may find
+    # it in the compiler's caches).
+    first_call_s: float = 0.0
 
 
 @dataclass
@@ -191,6 +196,13 @@ class Config:
     runs: int = 1
     # Whether to time the call overhead at tiny shapes (see OVERHEAD_SHAPES).
     overhead: bool = True
+    # Peers (keys of peers.PEERS) timed beside the baselines, and the models of the model
+    # table (keys of models.MODELS; empty: no model table), full-size or --quick's tiny ones.
+    peers: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    quick_models: bool = False
+    # What the peers' first calls reported (absent, inactive, failed), filled by the run.
+    peer_notes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def skip_reason(backend: str, shape: Shape) -> str | None:

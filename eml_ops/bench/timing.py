@@ -18,6 +18,7 @@ import torch
 
 import eml_ops
 
+from . import peers
 from .candidates import (
     Candidate,
     forward_candidates,
@@ -86,6 +87,88 @@ def measure(candidates: Sequence[Candidate], repeats: int, min_time: float) -> d
     return {"inner": inner, "samples": samples}
 
 
+def first_calls(candidates: Sequence[Candidate]) -> dict[str, Any]:
+    """Call each candidate's ``result()`` once, timed: warm-up, compilation, the outputs.
+
+    Each first call runs inside the candidate's ``first_call_context``. A candidate with
+    ``may_fail`` whose first call raises is dropped, its error kept under ``failed``.
+    Returns the candidates kept, and per name their outputs, first-call seconds and errors
+    relative to the first candidate's (the baseline's) outputs.
+    """
+    kept, outputs, seconds, failed = [], {}, {}, {}
+    for cand in candidates:
+        start = time.perf_counter()
+        try:
+            with selected(cand.backend), cand.first_call_context():
+                outputs[cand.name] = cand.result()
+        except Exception as error:
+            if not cand.may_fail:
+                raise
+            failed[cand.name] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            continue
+        seconds[cand.name] = time.perf_counter() - start
+        kept.append(cand)
+    want = outputs[candidates[0].name]
+    errors = {name: max_relative_error(got, want) for name, got in outputs.items()}
+    return {"kept": kept, "first_call_s": seconds, "errors": errors, "failed": failed}
+
+
+def time_case(candidates: Sequence[Candidate], threads: int, config: Config) -> dict[str, Any]:
+    """On ``threads`` intra-op threads: :func:`first_calls`, then :func:`measure` the kept ones.
+
+    The first candidate is the baseline (it may not fail). Returns first_calls' entries and
+    the median seconds per call of each kept candidate (``medians``), with its samples and
+    inner count (``inner``, ``samples``).
+    """
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        first = first_calls(candidates)
+        timing = measure(first["kept"], config.repeats, config.min_time)
+    finally:
+        torch.set_num_threads(previous_threads)
+    medians = {name: statistics.median(s) for name, s in timing["samples"].items()}
+    return {**first, **timing, "medians": medians}
+
+
+def case_rows(
+    timed: dict[str, Any], *, mode: str, shape: Shape, threads: int, dtype: torch.dtype,
+    flops: float, peak_1core: float, run: int, label: str | None = None,
+) -> list[Row]:
+    """Rows of a :func:`time_case` result: speed-ups over its first candidate, GFLOP/s.
+
+    ``label``: the rows' case name instead of the shape's ``MxKxN`` (a model's).
+    """
+    base = timed["medians"][timed["kept"][0].name]
+    rows = []
+    for cand in timed["kept"]:
+        median = timed["medians"][cand.name]
+        gflops = flops / median / 1e9
+        rows.append(
+            Row(
+                mode=mode,
+                shape=label or shape.label,
+                m=shape.m,
+                k=shape.k,
+                n=shape.n,
+                kind=shape.kind,
+                threads=threads,
+                candidate=cand.name,
+                inner=timed["inner"][cand.name],
+                median_s=median,
+                samples_s=timed["samples"][cand.name],
+                gflops=gflops,
+                speedup=base / median,
+                fraction_of_peak=gflops / (peak_1core * threads),
+                max_error=timed["errors"][cand.name],
+                dtype=dtype_name(dtype),
+                run=run,
+                first_call_s=timed["first_call_s"][cand.name],
+            )
+        )
+    return rows
+
+
 def bench_case(
     mode: str, shape: Shape, threads: int, dtype: torch.dtype, config: Config,
     peak_1core: float, run: int = 0,
@@ -93,7 +176,9 @@ def bench_case(
     """Measure all candidates on one (mode, shape, threads, dtype); rows with speed-ups.
 
     ``peak_1core``: the single-core FMA peak the dtype's arithmetic runs at (GFLOP/s);
-    ``run``: the index of the pass over the suite, recorded in the rows.
+    ``run``: the index of the pass over the suite, recorded in the rows. With
+    ``config.peers``, the peers of :mod:`.peers` compile the baseline's module (forward and
+    train); what they report goes to ``config.peer_notes``.
     """
     backends = []
     for name in config.backends:
@@ -113,46 +198,15 @@ def bench_case(
             config.skipped.append(skip)
     make = {"forward": forward_candidates, "train": train_candidates, "mlp": mlp_candidates}[mode]
     candidates = make(shape, backends, dtype, config.seed)
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        want = candidates[0].result()
-        errors = {}
-        for cand in candidates:
-            with selected(cand.backend):
-                errors[cand.name] = max_relative_error(cand.result(), want)
-        timing = measure(candidates, config.repeats, config.min_time)
-    finally:
-        torch.set_num_threads(previous_threads)
-    flops = FLOP_FACTOR[mode] * shape.mnk
-    medians = {name: statistics.median(s) for name, s in timing["samples"].items()}
-    base = medians[candidates[0].name]
-    rows = []
-    for cand in candidates:
-        median = medians[cand.name]
-        gflops = flops / median / 1e9
-        rows.append(
-            Row(
-                mode=mode,
-                shape=shape.label,
-                m=shape.m,
-                k=shape.k,
-                n=shape.n,
-                kind=shape.kind,
-                threads=threads,
-                candidate=cand.name,
-                inner=timing["inner"][cand.name],
-                median_s=median,
-                samples_s=timing["samples"][cand.name],
-                gflops=gflops,
-                speedup=base / median,
-                fraction_of_peak=gflops / (peak_1core * threads),
-                max_error=errors[cand.name],
-                dtype=dtype_name(dtype),
-                run=run,
-            )
-        )
-    return rows
+    if config.peers and mode in peers.PEER_MODES:
+        candidates += peers.peer_candidates(config.peers, candidates[0], mode == "train")
+    timed = time_case(candidates, threads, config)
+    where = {"mode": mode, "case": shape.label, "threads": threads, "dtype": dtype_name(dtype)}
+    peers.record_notes(config.peer_notes, timed, where, run)
+    return case_rows(
+        timed, mode=mode, shape=shape, threads=threads, dtype=dtype,
+        flops=FLOP_FACTOR[mode] * shape.mnk, peak_1core=peak_1core, run=run,
+    )  # fmt: skip
 
 
 def time_in_python_threads(
