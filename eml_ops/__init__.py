@@ -49,6 +49,7 @@ _check_torch_version()
 # After the version check: _C links libtorch. _sharding registers DTensor strategies lazily.
 from . import _C, _backends, _sharding  # noqa: E402, F401
 from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
+from ._nested import register_jagged_rules  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402
 
@@ -88,3 +89,4 @@ def hello() -> None:
 
 _backends.apply_environment()
 register_vmap_rules()
+register_jagged_rules()
