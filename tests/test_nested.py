@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import eml_ops
-from tests.conftest import BACKENDS, OWN_BACKENDS, tolerance
+from tests.helpers import BACKENDS, OWN_BACKENDS, tolerance
 
 
 def jagged(components: list[torch.Tensor], requires_grad: bool = False) -> torch.Tensor:
