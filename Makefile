@@ -10,13 +10,19 @@ BUILD_STAMP := $(VENV)/.eml_ops-built
 CXX_SOURCES := $(shell find csrc -type f \( -name '*.cpp' -o -name '*.h' \))
 export MAX_JOBS ?= $(shell nproc)
 
-.PHONY: demo test bench lint cpp-test cpp-demo sanitize clean
+.PHONY: demo test test-torch bench lint cpp-test cpp-demo sanitize clean
 
 demo: $(BUILD_STAMP)
 	$(PY) -m eml_ops demo
 
 test: $(BUILD_STAMP)
 	$(PY) -m pytest -n $(MAX_JOBS) $(PYTEST_ARGS)
+
+# The suite against another torch release: `make test-torch TORCH_VERSION=2.14.1`. Builds a
+# copy of the tree in build/torch-<version>/ with its own venv .venv-torch<version>/ (the first
+# run installs that torch, ~5.5 GB for a CUDA wheel); the main .venv and build stay as they are.
+test-torch:
+	bash tests/other_torch.sh "$(TORCH_VERSION)" $(PYTEST_ARGS)
 
 # Three whole passes over the suite: the results are their geometric means (a noisy machine).
 bench: $(BUILD_STAMP)
@@ -49,7 +55,7 @@ $(DEPS_STAMP): requirements-dev.txt | $(PY)
 	touch $@
 
 # pip builds against the venv's torch (no build isolation); object files stay in build/.
-$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) $(wildcard csrc/cmake/*.in) setup.py pyproject.toml
+$(BUILD_STAMP): $(DEPS_STAMP) $(CXX_SOURCES) $(wildcard csrc/cmake/*) setup.py pyproject.toml
 	$(PY) -m pip install --no-build-isolation --no-deps -e .
 	touch $@
 

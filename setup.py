@@ -144,6 +144,7 @@ class BuildExtensionKeepingObjects(BuildExtension):
         cmake_dir = package_dir / "share" / "cmake" / "eml_ops"
         for name in ("eml_opsConfig.cmake", "eml_opsConfigVersion.cmake"):
             fill_template(CSRC / "cmake" / f"{name}.in", cmake_dir / name, values)
+        shutil.copy2(CSRC / "cmake" / "eml_opsFindTorch.cmake", cmake_dir)
         info = {"version": VERSION, "torch_version": TORCH_VERSION}
         (package_dir / "_build_info.json").write_text(json.dumps(info, indent=2) + "\n")
 

@@ -50,6 +50,7 @@ _check_torch_version()
 from . import _C, _backends, _sharding  # noqa: E402, F401
 from ._backends import available_backends, get_backend, set_backend, use_backend  # noqa: E402
 from ._flops import register_flop_formulas  # noqa: E402
+from ._nested import register_jagged_rules  # noqa: E402
 from ._onnx import register_onnx_translations  # noqa: E402
 from ._quantization import register_quantization  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
@@ -97,3 +98,4 @@ register_vmap_rules()
 register_flop_formulas()  # torch.utils.flop_counter.FlopCounterMode
 register_onnx_translations()  # torch.onnx.export, both exporters
 register_quantization()  # torch.ao.quantization's eager flows
+register_jagged_rules()  # nested jagged tensors (torch.nested, layout=torch.jagged)

@@ -89,14 +89,14 @@ def test_wheel_installs_into_a_fresh_venv_and_works(wheel: Path, tmp_path: Path)
 
 
 def check_cmake_package(python: Path, prefix: Path, library: Path, work: Path) -> None:
-    """find_package(Torch) + find_package(eml_ops) of the installed package (configure only)."""
+    """find_package(eml_ops) of the installed package, which finds Torch (configure only)."""
     source = work / "source"
     source.mkdir(parents=True)
     (source / "CMakeLists.txt").write_text(textwrap.dedent("""
         cmake_minimum_required(VERSION 3.18)
         project(find_eml_ops LANGUAGES CXX)
-        find_package(Torch REQUIRED)
         find_package(eml_ops 0.1 REQUIRED)
+        message(STATUS "Torch ${Torch_VERSION}: ${TORCH_LIBRARIES}")
         get_target_property(location eml_ops::eml_ops IMPORTED_LOCATION)
         get_target_property(includes eml_ops::eml_ops INTERFACE_INCLUDE_DIRECTORIES)
         message(STATUS "eml_ops ${eml_ops_VERSION} for torch ${eml_ops_TORCH_VERSION}")
@@ -108,4 +108,5 @@ def check_cmake_package(python: Path, prefix: Path, library: Path, work: Path) -
                  f"-DCMAKE_PREFIX_PATH={torch_prefix};{prefix}")
     assert f"eml_ops {eml_ops.__version__} for torch {TORCH_VERSION}" in output
     assert f"eml_ops library: {library}" in output
+    assert f"Torch {TORCH_VERSION}: torch;" in output
     assert (prefix.parents[1] / "include" / "eml_ops" / "eml_ops.h").is_file()
