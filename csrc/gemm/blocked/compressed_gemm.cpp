@@ -11,6 +11,7 @@
 #include "../isa.h"
 #include "blocked_gemm.h"
 #include "partition.h"
+#include "tuning.h"
 #include "weight_kernels.h"
 
 namespace eml::gemm {
@@ -138,7 +139,7 @@ void dot_path(const WeightKernels<W>& kernels, ConstMatrixView<float> a,
   const int64_t parts = std::max<int64_t>(
       1, std::min<int64_t>({threading.parallel_for ? threading.num_threads : 1,
                             (n + kDotCols - 1) / kDotCols,
-                            static_cast<int64_t>(flops / kMinParallelFlops)}));
+                            static_cast<int64_t>(flops / tuning().min_parallel_flops)}));
   threading.run(0, parts, [&](int64_t first_part, int64_t end_part) {
     for (int64_t part = first_part; part < end_part; ++part) {
       const Range cols = split_range(n, parts, part, kDotCols);
