@@ -23,10 +23,11 @@ bench: $(BUILD_STAMP)
 	$(PY) -m eml_ops bench --runs 3 $(BENCH_ARGS)
 
 # The documentation site (Sphinx + MyST, docs/) into build/docs: warnings are errors (-W),
-# references are checked (-n), and every problem is reported before it fails (--keep-going).
-# It imports eml_ops for the API reference, so it needs the build.
+# references are checked (-n), every problem is reported before it fails (--keep-going), and
+# every page is read again (-E), so an incremental build cannot hide an old warning. It
+# imports eml_ops for the API reference, so it needs the build.
 docs: $(BUILD_STAMP)
-	$(PY) -m sphinx -b html -W -n --keep-going -q docs build/docs
+	$(PY) -m sphinx -b html -W -n -E --keep-going -q docs build/docs
 	@echo "docs: build/docs/index.html"
 
 lint: $(DEPS_STAMP)

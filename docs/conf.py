@@ -11,7 +11,7 @@ import eml_ops
 
 project = "eml_ops"
 author = "the eml_ops authors"
-copyright = "2026, the eml_ops authors"  # noqa: A001 (Sphinx's name)
+copyright = "2026, the eml_ops authors"
 version = release = eml_ops.__version__
 
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
@@ -26,7 +26,7 @@ myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_default_options = {"show-inheritance": True}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
