@@ -2,8 +2,11 @@
 
 Backends: ``aten`` (ATen matmul, i.e. MKL/oneDNN), ``reference`` (our plain loops),
 ``blocked`` (our packed, cache-blocked GEMM) and ``tpp`` (LIBXSMM JIT kernels, when built
-with LIBXSMM). The default is the fastest available; the environment variable
-``EML_OPS_BACKEND`` overrides it at import.
+with LIBXSMM). The default is ``blocked``: it is built everywhere and computes every dtype
+and shape our GEMMs take, while ``tpp`` needs LIBXSMM, computes float32 and float64 only and
+is faster than ``blocked`` on some shapes and slower on others (``python -m eml_ops bench
+--backends blocked,tpp`` measures both on the CPU at hand). The environment variable
+``EML_OPS_BACKEND`` overrides the default at import.
 
 Scope, as with ``torch.autocast``:
 
@@ -23,8 +26,11 @@ Scope, as with ``torch.autocast``:
   autocast applies where the op runs). Like autocast's, the override belongs to the thread,
   not to an ``asyncio`` task or a ``contextvars`` context: tasks sharing a thread share it.
 
-Backends other than ``aten`` run float32 and float64; other dtypes, and tensors on other
-devices, always go through ATen.
+Backends other than ``aten`` run float32, float64, float16 and bfloat16 on our GEMMs (the
+16-bit types computed in float32 and rounded once; ``tpp`` hands the 16-bit types to
+``blocked``). bfloat16 goes to ATen instead on CPUs with bfloat16 dot products (AVX512_BF16,
+AMX), where oneDNN's kernels are several times faster; ``EML_OPS_BF16=own|aten`` overrides
+that choice. Other dtypes, and tensors on other devices, always go through ATen.
 """
 
 from __future__ import annotations

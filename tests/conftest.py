@@ -1,14 +1,14 @@
-"""Shared fixtures: every backend, hypothesis profiles, float64 references."""
+"""Shared fixtures: every backend, hypothesis profiles (helpers are in tests/helpers.py)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-import torch
 from hypothesis import HealthCheck, settings
 
 import eml_ops
+from tests.helpers import BACKENDS
 
 # CI runs at least 500 examples per property; locally fewer keep `make test` quick.
 settings.register_profile(
@@ -23,10 +23,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 # by default (bfloat16 dot products); tests/test_half.py checks that default itself.
 eml_ops._C.set_bf16_on_own_gemm(True)
 
-BACKENDS = eml_ops.available_backends()
-# Backends that run our own GEMMs (all but aten).
-OWN_BACKENDS = [name for name in BACKENDS if name != "aten"]
-
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
@@ -34,9 +30,3 @@ def backend(request: pytest.FixtureRequest) -> str:
     with eml_ops.use_backend(request.param):
         yield request.param
 
-
-def tolerance(dtype: torch.dtype, reduction: int) -> dict[str, float]:
-    """assert_close tolerances for a sum over `reduction` products in `dtype`."""
-    eps = torch.finfo(dtype).eps
-    scale = max(1, reduction) ** 0.5
-    return {"rtol": 64 * eps * scale, "atol": 64 * eps * scale}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -11,11 +12,13 @@ import torch
 import torch.nn.functional as F
 
 import eml_ops
+from tests.helpers import BACKENDS, PACKAGE_ROOT, child_environment, run_in_own_process
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False, env={**os.environ, **env})
+    """Run `code` in a fresh interpreter importing this eml_ops, with only `env` selecting."""
+    return subprocess.run([sys.executable, "-c", code], cwd=PACKAGE_ROOT, capture_output=True,
+                          text=True, timeout=300, check=False, env=child_environment(**env))
 
 
 def test_expected_backends_are_built() -> None:
@@ -65,17 +68,45 @@ def test_every_known_name_is_either_usable_or_refused_clearly(name: str) -> None
             eml_ops.set_backend(name)
 
 
-@pytest.mark.parametrize("name", eml_ops.available_backends())
-def test_environment_variable_selects(name: str) -> None:
-    run = run_python("import eml_ops; print(eml_ops.get_backend())", EML_OPS_BACKEND=name)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == name
+@pytest.mark.parametrize("call", ["eml_ops.set_backend('fastest')", "eml_ops.set_backend('')",
+                                  "eml_ops.set_backend('BLOCKED')",
+                                  "eml_ops.use_backend('mkl').__enter__()"])
+def test_unknown_backend_name_raises_value_error(call: str) -> None:
+    name = re.search(r"'(.*)'", call).group(1)
+    pattern = (rf"^eml_ops: unknown backend '{name}'; choose one of: "
+               + re.escape(", ".join(BACKENDS)) + "$")
+    for backend, outcomes in run_in_own_process([call, "eml_ops.get_backend()"]).items():
+        kind, message = outcomes[0]
+        assert kind == "ValueError" and re.search(pattern, message), outcomes[0]
+        assert outcomes[1] == ["ok", repr(backend)], "a failed switch changed the backend"
 
 
-def test_bad_environment_variable_fails_import() -> None:
-    run = run_python("import eml_ops", EML_OPS_BACKEND="nonsense")
-    assert run.returncode != 0
-    assert "EML_OPS_BACKEND='nonsense'" in run.stderr and "choose one of" in run.stderr
+def test_unknown_backend_in_environment_raises_value_error_at_import() -> None:
+    result = run_python("import eml_ops", EML_OPS_BACKEND="fastest")
+    assert result.returncode == 1, result.stderr
+    assert re.search(r"ValueError: EML_OPS_BACKEND='fastest': eml_ops: unknown backend 'fastest'; "
+                     r"choose one of: aten, ", result.stderr), result.stderr
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_environment_selects_backend(name: str) -> None:
+    # The backend chosen by EML_OPS_BACKEND at import computes, and rejects bad input by name.
+    code = (
+        "import torch, eml_ops\n"
+        f"assert eml_ops.__file__ == {eml_ops.__file__!r}, eml_ops.__file__\n"
+        "print(eml_ops.get_backend())\n"
+        "x, w = torch.randn(9, 5, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)\n"
+        "print(torch.allclose(eml_ops.linear(x, w), x @ w.t(), rtol=1e-12, atol=1e-12))\n"
+        "try:\n"
+        "    torch.ops.eml.linear_forward(torch.randn(4, 5), torch.randn(3, 6))\n"
+        "except RuntimeError as error:\n"
+        "    print(str(error).splitlines()[0])\n"
+    )
+    result = run_python(code, EML_OPS_BACKEND=name)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [name, "True"], result.stdout
+    assert lines[2].startswith("eml::linear_forward: in_features mismatch: input of shape [4, 5]")
 
 
 def test_backend_changes_which_code_runs() -> None:

@@ -10,6 +10,7 @@ import torch
 
 import eml_ops
 from eml_ops import demo, linear_cpp, linear_python
+from tests.helpers import child_environment
 
 # Derived on paper (README): Y = X W^T, dL/dX = dL/dY W, dL/dW = (dL/dY)^T X.
 EXPECTED_Y = torch.tensor([[50.0, 122.0], [68.0, 167.0]])
@@ -26,16 +27,22 @@ def test_every_stage_gives_the_seed_numbers(name: str) -> None:
 
 
 def test_demo_lists_every_backend_and_agrees() -> None:
-    names = list(demo.implementations())
+    """The demo runs every backend and C++ variant, and all of them give the first's values."""
+    implementations = demo.implementations()
     for backend in eml_ops.available_backends():
-        assert f"eml::linear, backend {backend}" in names
+        assert f"eml::linear, backend {backend}" in implementations
     for variant in ("aten", "loops"):
-        assert f"linear_cpp, {variant} (6.3)" in names
+        assert f"linear_cpp, {variant} (6.3)" in implementations
+    results = {name: run() for name, run in implementations.items()}
+    first_name, first = next(iter(results.items()))
+    for name, result in results.items():
+        for what, got, want in zip(("y", "dL/dx", "dL/dw"), result, first, strict=True):
+            assert torch.equal(got, want), f"{name} differs from {first_name} in {what}"
 
 
 def test_demo_command_prints_agreement() -> None:
     run = subprocess.run([sys.executable, "-m", "eml_ops", "demo"], capture_output=True,
-                         text=True, timeout=300, check=False)
+                         text=True, timeout=300, check=False, env=child_environment())
     assert run.returncode == 0, run.stderr
     assert "Hello World!" in run.stdout
     assert "DIFFERS" not in run.stdout

@@ -7,7 +7,6 @@ of libeml_ops.so only relinks), under a lock shared by the pytest workers.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +16,7 @@ import torch
 from filelock import FileLock
 
 import eml_ops
+from tests.helpers import child_environment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ def programs() -> Path:
 
 
 def one_thread() -> dict[str, str]:
-    return dict(os.environ, OMP_NUM_THREADS="1")
+    return child_environment(OMP_NUM_THREADS="1")
 
 
 def test_cpp_training_matches_python(programs: Path, tmp_path: Path) -> None:

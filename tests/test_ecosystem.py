@@ -32,6 +32,7 @@ import torch.nn.utils.prune
 from torch import nn
 
 import eml_ops
+from tests.helpers import child_environment
 
 
 def make_mlp(bias: bool = True) -> nn.Sequential:
@@ -49,45 +50,7 @@ def converted_pair(seed: int = 0, bias: bool = True) -> tuple[nn.Module, nn.Modu
 
 
 # --------------------------------------------------------------------------------------------
-# Recognised as nn.Linear
-
-
-def test_layer_is_an_nn_linear_with_its_attributes() -> None:
-    layer = eml_ops.Layer(5, 3, bias=True)
-    assert isinstance(layer, nn.Linear)
-    assert (layer.in_features, layer.out_features) == (5, 3)
-    assert layer.weight.shape == (3, 5) and layer.bias.shape == (3,)
-    assert list(layer.state_dict()) == list(nn.Linear(5, 3).state_dict())
-    x = torch.randn(4, 5)
-    torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
-
-
-def test_layer_rebuilt_from_its_type_and_attributes() -> None:
-    """Tools rebuild a layer as ``type(m)(m.in_features, m.out_features, bias=...)``."""
-    layer = eml_ops.Layer(6, 2, bias=True)
-    for rebuilt in (
-        type(layer)(layer.in_features, layer.out_features, bias=layer.bias is not None),
-        type(layer)(in_features=6, out_features=2, bias=True),  # nn.Linear's keyword names
-        type(layer)(6, out_features=2, bias=True),
-    ):
-        assert type(rebuilt) is eml_ops.Layer
-        assert rebuilt.weight.shape == (2, 6) and rebuilt.bias.shape == (2,)
-    assert eml_ops.Layer(6, 2).bias is None  # the course's default stays: no bias
-
-
-@pytest.mark.parametrize(
-    ("args", "kwargs", "message"),
-    [
-        ((6, 2), {"in_features": 6}, "i_n_features_input and in_features, got both"),
-        ((), {"out_features": 2}, "i_n_features_input and in_features, got neither"),
-        ((6,), {}, "i_n_features_output and out_features, got neither"),
-    ],
-)
-def test_layer_sizes_given_twice_or_not_at_all_raise(
-    args: tuple[int, ...], kwargs: dict[str, int], message: str
-) -> None:
-    with pytest.raises(TypeError, match=message):
-        eml_ops.Layer(*args, **kwargs)
+# Recognised as nn.Linear (the Layer itself: tests/test_layer.py)
 
 
 def test_replace_linear_is_idempotent() -> None:
@@ -447,10 +410,7 @@ DISTRIBUTED_CASES = [
 
 def subprocess_env() -> dict[str, str]:
     """One thread per process, this test's eml_ops first on the path."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    package_root = str(Path(eml_ops.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
+    return child_environment(OMP_NUM_THREADS="1")
 
 
 def test_dtensor_tensor_parallel_and_fsdp2_on_two_ranks(tmp_path: Path) -> None:

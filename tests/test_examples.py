@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 import eml_ops
+from tests.helpers import child_environment
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -30,10 +30,7 @@ def load_example(name: str) -> ModuleType:
 
 def subprocess_env() -> dict[str, str]:
     """Environment for example subprocesses: one thread each, and this test's eml_ops first."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    package_root = str(Path(eml_ops.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
+    return child_environment(OMP_NUM_THREADS="1")
 
 
 @pytest.mark.parametrize("backend", eml_ops.available_backends())

@@ -11,6 +11,7 @@ import torch._dynamo
 from torch import nn
 
 import eml_ops
+from tests.helpers import child_environment
 
 
 def make_model() -> nn.Module:
@@ -50,7 +51,7 @@ def test_script_save_and_load_in_a_fresh_process(tmp_path: Path, backend: str) -
         [sys.executable, "-c", LOAD_AND_RUN, str(tmp_path / "model.pt"), str(tmp_path / "x.pt"),
          str(tmp_path / "out.pt")],
         capture_output=True, text=True, timeout=300, check=False,
-        env={**__import__("os").environ, "EML_OPS_BACKEND": backend},
+        env=child_environment(EML_OPS_BACKEND=backend),
     )
     assert run.returncode == 0, run.stderr
     for actual, wanted in zip(torch.load(tmp_path / "out.pt"), expected, strict=True):

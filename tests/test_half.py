@@ -7,7 +7,6 @@ overflow and autocast."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -18,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import eml_ops
-from tests.conftest import OWN_BACKENDS
+from tests.helpers import OWN_BACKENDS, child_environment
 from tests.test_properties import ISAS, build, linear_problems, running_on
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
@@ -231,9 +230,7 @@ print(eml_ops._C.cpu_has_native_bf16(), eml_ops._C.get_bf16_on_own_gemm())
 @pytest.mark.parametrize("setting", [None, "own", "aten"])
 def test_bf16_goes_to_aten_by_default_only_where_the_cpu_has_bf16_dot_products(
         setting: str | None) -> None:
-    env = {key: value for key, value in os.environ.items() if key != "EML_OPS_BF16"}
-    if setting is not None:
-        env["EML_OPS_BF16"] = setting
+    env = child_environment(**({} if setting is None else {"EML_OPS_BF16": setting}))
     run = subprocess.run([sys.executable, "-c", BF16_POLICY], capture_output=True, text=True,
                          env=env, timeout=120, check=False)
     assert run.returncode == 0, run.stderr

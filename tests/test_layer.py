@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import eml_ops
@@ -48,6 +50,44 @@ def make_model() -> nn.Module:
         nn.Sequential(nn.Linear(16, 16, bias=False), nn.Tanh()),
         nn.Linear(16, 2),
     )
+
+
+def test_layer_is_an_nn_linear_with_its_attributes() -> None:
+    layer = eml_ops.Layer(5, 3, bias=True)
+    assert isinstance(layer, nn.Linear)
+    assert (layer.in_features, layer.out_features) == (5, 3)
+    assert layer.weight.shape == (3, 5) and layer.bias.shape == (3,)
+    assert list(layer.state_dict()) == list(nn.Linear(5, 3).state_dict())
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
+
+
+def test_layer_rebuilt_from_its_type_and_attributes() -> None:
+    """Tools rebuild a layer as ``type(m)(m.in_features, m.out_features, bias=...)``."""
+    layer = eml_ops.Layer(6, 2, bias=True)
+    for rebuilt in (
+        type(layer)(layer.in_features, layer.out_features, bias=layer.bias is not None),
+        type(layer)(in_features=6, out_features=2, bias=True),  # nn.Linear's keyword names
+        type(layer)(6, out_features=2, bias=True),
+    ):
+        assert type(rebuilt) is eml_ops.Layer
+        assert rebuilt.weight.shape == (2, 6) and rebuilt.bias.shape == (2,)
+    assert eml_ops.Layer(6, 2).bias is None  # the course's default stays: no bias
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((6, 2), {"in_features": 6}, "i_n_features_input and in_features, got both"),
+        ((), {"out_features": 2}, "i_n_features_input and in_features, got neither"),
+        ((6,), {}, "i_n_features_output and out_features, got neither"),
+    ],
+)
+def test_layer_sizes_given_twice_or_not_at_all_raise(
+    args: tuple[int, ...], kwargs: dict[str, int], message: str
+) -> None:
+    with pytest.raises(TypeError, match=message):
+        eml_ops.Layer(*args, **kwargs)
 
 
 def test_replace_linear_swaps_recursively_and_keeps_parameters() -> None:

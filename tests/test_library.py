@@ -13,13 +13,14 @@ import pytest
 import torch
 
 import eml_ops
+from tests.helpers import child_environment
 
 LIBRARY = eml_ops.library_path()
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh Python (one thread), output captured."""
-    environment = dict(os.environ, OMP_NUM_THREADS="1", **env)
+    environment = child_environment(OMP_NUM_THREADS="1", **env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env=environment, timeout=300)
 

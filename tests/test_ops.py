@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import eml_ops
-from tests.conftest import tolerance
+from tests.helpers import tolerance
 
 OPS = torch.ops.eml
 

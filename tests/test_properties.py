@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import eml_ops
-from tests.conftest import BACKENDS, tolerance
+from tests.helpers import BACKENDS, tolerance
 
 # The blocked GEMM's micro-kernels: every one this CPU runs (generic, avx2, avx512).
 ISAS = eml_ops._C.supported_isas()

@@ -13,95 +13,21 @@ blocked backend, and must give what torch.nn.functional.linear gives.
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import eml_ops
-from tests.conftest import BACKENDS, tolerance
+from tests.helpers import BACKENDS, run_in_own_process, tolerance
 
 OPS = torch.ops.eml
-# The folder that holds the eml_ops package this process imported (the repository for the
-# release build, build/sanitize for the sanitized one); child processes must import the same.
-PACKAGE_ROOT = Path(eml_ops.__file__).resolve().parent.parent
 
 # --------------------------------------------------------------------------------------------
 # Bad input, one process per case
 # --------------------------------------------------------------------------------------------
-
-# Runs in the child: every expression of `calls` on every backend; sends back, per backend,
-# what each call raised (["TypeName", message]) or returned (["ok", repr(value)]).
-CHILD_CODE = """
-import torch
-import eml_ops
-
-report = {"file": eml_ops.__file__, "so": eml_ops._C.__file__, "results": {}}
-namespace = {"torch": torch, "OPS": torch.ops.eml, "eml_ops": eml_ops}
-for name in eml_ops.available_backends():
-    eml_ops.set_backend(name)
-    outcomes = report["results"][name] = []
-    for call in calls:
-        try:
-            value = eval(call, namespace)
-        except Exception as error:
-            outcomes.append([type(error).__name__, str(error)])
-        else:
-            outcomes.append(["ok", repr(value)])
-conn.send(report)
-conn.close()
-"""
-
-_CONTEXT: multiprocessing.context.BaseContext | None = None
-
-
-def _fork_context() -> multiprocessing.context.BaseContext:
-    """A forkserver context whose server has imported torch (once per test process).
-
-    eml_ops is imported by each child, after multiprocessing has given it this process's
-    sys.path: the server itself may resolve imports differently (its sys.path starts with the
-    working directory), which would load the release build under tests/sanitize.sh.
-    """
-    global _CONTEXT
-    if _CONTEXT is None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["torch"])
-        _CONTEXT = context
-    return _CONTEXT
-
-
-def run_in_own_process(calls: list[str]) -> dict[str, list[list[str]]]:
-    """Run `calls` on every backend in a fresh process; per backend, the outcome of each call.
-
-    Fails the test (not the run) if the process dies, hangs or imported another eml_ops.
-    """
-    context = _fork_context()
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=exec, args=(CHILD_CODE, {"calls": calls, "conn": sender}))
-    process.start()
-    sender.close()
-    try:
-        report = receiver.recv() if receiver.poll(300) else None
-    except EOFError:  # the child died before sending
-        report = None
-    process.join(60)
-    if process.exitcode is None:
-        process.kill()
-        process.join()
-    assert process.exitcode == 0, f"{calls}: child exited with {process.exitcode} (crash?)"
-    assert report is not None, f"{calls}: child sent no report"
-    assert report["file"] == eml_ops.__file__, "child imported another eml_ops"
-    assert report["so"] == eml_ops._C.__file__, "child loaded another extension"
-    assert sorted(report["results"]) == sorted(BACKENDS)
-    return report["results"]
-
 
 def assert_raise_everywhere(calls: list[str], patterns: list[str],
                             exception: str = "RuntimeError") -> None:
@@ -203,56 +129,6 @@ def test_bad_backward_input_raises_in_own_process(args: str, message: str) -> No
              "[False, False, True]"]
     assert_raise_everywhere([f"OPS.linear_backward({args}, {mask})" for mask in masks],
                             [f"^eml::linear_backward: {message}"] * len(masks))
-
-
-@pytest.mark.parametrize("call", ["eml_ops.set_backend('fastest')", "eml_ops.set_backend('')",
-                                  "eml_ops.set_backend('BLOCKED')",
-                                  "eml_ops.use_backend('mkl').__enter__()"])
-def test_unknown_backend_name_raises_value_error(call: str) -> None:
-    name = re.search(r"'(.*)'", call).group(1)
-    pattern = (rf"^eml_ops: unknown backend '{name}'; choose one of: "
-               + re.escape(", ".join(BACKENDS)) + "$")
-    for backend, outcomes in run_in_own_process([call, "eml_ops.get_backend()"]).items():
-        kind, message = outcomes[0]
-        assert kind == "ValueError" and re.search(pattern, message), outcomes[0]
-        assert outcomes[1] == ["ok", repr(backend)], "a failed switch changed the backend"
-
-
-def _python(code: str, **env: str) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter importing the same eml_ops as this process."""
-    environment = {**os.environ, **env}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return subprocess.run([sys.executable, "-c", code], cwd=PACKAGE_ROOT, env=environment,
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-def test_unknown_backend_in_environment_raises_value_error_at_import() -> None:
-    result = _python("import eml_ops", EML_OPS_BACKEND="fastest")
-    assert result.returncode == 1, result.stderr
-    assert re.search(r"ValueError: EML_OPS_BACKEND='fastest': eml_ops: unknown backend 'fastest'; "
-                     r"choose one of: aten, ", result.stderr), result.stderr
-
-
-@pytest.mark.parametrize("name", BACKENDS)
-def test_environment_selects_backend(name: str) -> None:
-    # The backend chosen by EML_OPS_BACKEND at import computes, and rejects bad input by name.
-    code = (
-        "import torch, eml_ops\n"
-        f"assert eml_ops.__file__ == {eml_ops.__file__!r}, eml_ops.__file__\n"
-        "print(eml_ops.get_backend())\n"
-        "x, w = torch.randn(9, 5, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)\n"
-        "print(torch.allclose(eml_ops.linear(x, w), x @ w.t(), rtol=1e-12, atol=1e-12))\n"
-        "try:\n"
-        "    torch.ops.eml.linear_forward(torch.randn(4, 5), torch.randn(3, 6))\n"
-        "except RuntimeError as error:\n"
-        "    print(str(error).splitlines()[0])\n"
-    )
-    result = _python(code, EML_OPS_BACKEND=name)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[:2] == [name, "True"], result.stdout
-    assert lines[2].startswith("eml::linear_forward: in_features mismatch: input of shape [4, 5]")
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import eml_ops
-from tests.conftest import BACKENDS, tolerance
+from tests.helpers import BACKENDS, tolerance
 
 N_THREADS = 8
 

@@ -5,8 +5,8 @@
 
 #include <stdexcept>
 
+#include "gemm/backend.h"
 #include "gemm/isa.h"
-#include "ops/backend.h"
 #include "ops/linear.h"
 
 // setup.py passes the package version (pyproject.toml) as numbers.

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
+#include <string>
 
 #include "half.h"
 
@@ -72,8 +74,27 @@ struct Threading {
 // Every GEMM here computes C = A·B (+ epilogue) for A: m x k, B: k x n, C: m x n.
 // C is overwritten (beta = 0); k == 0 gives C = bias (or zeros).
 
+// The shape contract every GEMM here checks first: std::invalid_argument, starting with
+// `gemm`'s name, for a negative size, A, B and C that do not chain, or C.ld < C.cols.
+template <typename T>
+void check_gemm_shapes(const char* gemm, ConstMatrixView<T> a, ConstMatrixView<T> b,
+                       OutputMatrix<T> c) {
+  if (a.rows < 0 || a.cols < 0 || b.rows < 0 || b.cols < 0 || c.rows < 0 || c.cols < 0) {
+    throw std::invalid_argument(std::string(gemm) + ": negative matrix size");
+  }
+  if (a.rows != c.rows || b.cols != c.cols || a.cols != b.rows) {
+    throw std::invalid_argument(std::string(gemm) +
+                                ": shapes of A (m x k), B (k x n), C (m x n) differ");
+  }
+  if (c.rows > 1 && c.ld < c.cols) {
+    throw std::invalid_argument(std::string(gemm) +
+                                ": C's leading dimension is below its column count");
+  }
+}
+
 // The seed's "C++-only" version: three plain loops, accumulating in T (in float for
-// bfloat16_t and float16_t, each result and row sum rounded once).
+// bfloat16_t and float16_t, each result and row sum rounded once). Checks shapes as
+// check_gemm_shapes does.
 template <typename T>
 void reference_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
                     const Epilogue<T>& epilogue = {});

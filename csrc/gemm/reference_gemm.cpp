@@ -13,6 +13,7 @@ template <typename T>
 void reference_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
                     const Epilogue<T>& epilogue) {
   using Acc = accumulator_t<T>;
+  check_gemm_shapes("reference_gemm", a, b, c);
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {

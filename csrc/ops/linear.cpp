@@ -1,5 +1,6 @@
-// Schemas of the eml:: operators, their C++ entry points, and the checks that
-// every kernel (composite, CPU, autograd) runs first.
+// Schemas of the eml:: operators, their C++ entry points, and the argument checks:
+// every kernel below autograd (composite, CPU) runs them first, and eml::linear's
+// autograd kernel, whose errors name eml::linear.
 #include "ops/linear.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -111,6 +112,12 @@ void check_linear_backward_args(const char* op, const at::Tensor& grad_output,
     fail(op, "grad_output must be on the device of input, got " + device(grad_output) +
                  " and " + device(input));
   }
+}
+
+at::Tensor as_matrix(const at::Tensor& tensor) {
+  c10::SymInt rows = 1;
+  for (int64_t dim = 0; dim + 1 < tensor.dim(); ++dim) rows *= tensor.sym_size(dim);
+  return tensor.reshape_symint({rows, tensor.sym_size(-1)});
 }
 
 std::vector<int64_t> linear_output_shape(const at::Tensor& input, const at::Tensor& weight) {

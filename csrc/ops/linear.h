@@ -36,6 +36,11 @@ void check_linear_args(const char* op, const at::Tensor& input, const at::Tensor
 void check_linear_backward_args(const char* op, const at::Tensor& grad_output,
                                 const at::Tensor& input, const at::Tensor& weight);
 
+// [*, n] (at least 1-D) as the 2-D [rows, n], a view whenever strides allow. reshape
+// rather than flatten: the legacy vmap that gradcheck's batched forward-grad check runs
+// has a batching rule for reshape, none for flatten.
+at::Tensor as_matrix(const at::Tensor& tensor);
+
 // The shape of linear(input, weight): input's shape with the last entry replaced by out.
 std::vector<int64_t> linear_output_shape(const at::Tensor& input, const at::Tensor& weight);
 

@@ -8,9 +8,9 @@
 
 #include "course/FunctionCpp.h"
 #include "eml_ops/eml_ops.h"
+#include "gemm/backend.h"
 #include "gemm/isa.h"
 #include "gemm/peak.h"
-#include "ops/backend.h"
 #include "ops/linear.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -36,7 +36,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("bias") = py::none(), py::call_guard<py::gil_scoped_release>());
 
   m.def("available_backends", &eml_ops::available_backends);
-  m.def("default_backend", [] { return std::string(eml::backend_name(eml::default_backend())); });
   m.def("get_backend", &eml_ops::get_backend);
   m.def("set_backend", &eml_ops::set_backend,
         "Sets the process default backend; ValueError for an unknown or unavailable one.");

@@ -1,8 +1,8 @@
 // Standalone test (no torch) of eml::gemm::blocked_gemm against a float64 naive
-// reference: odd shapes, every stride layout, bias / row sums, both ISAs, every
-// path, threads; float, double, bfloat16 and float16 (with the 16-bit conversions
-// checked bit for bit against an exact rounding reference). `test_gemm bench [threads
-// [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
+// reference (and of gemm::run, the op layer's entry): odd shapes, every stride layout,
+// bias / row sums, both ISAs, every path, threads; float, double, bfloat16 and float16
+// (with the 16-bit conversions checked bit for bit against an exact rounding reference).
+// `test_gemm bench [threads [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
 // BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...").
 #include <algorithm>
 #include <array>
@@ -21,16 +21,22 @@
 #include <thread>
 #include <vector>
 
+#include "gemm/backend.h"
+#include "gemm/blocked/blocked_gemm.h"
 #include "gemm/blocked/kernels.h"
 #include "gemm/blocked/path.h"
-#include "gemm/blocked/blocked_gemm.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
 #include "gemm/isa.h"
 #include "gemm/peak.h"
+#include "gemm/run.h"
 
 using namespace eml::gemm;
 using eml::gemm::blocked::Path;
+using eml::Backend;
+using eml::available_backends;
+using eml::backend_name;
+using eml::bf16_on_own_gemm;
 
 namespace {
 
@@ -581,6 +587,51 @@ void test_isa_switching() {
   set_active_isa(detected_isa());
 }
 
+// gemm::run, the op layer's entry: which element types it takes on which backend, that
+// reference and blocked give the product, that aten is refused, and that mismatched
+// shapes throw on every backend (one contract).
+void test_run_entry() {
+  const Threading serial;
+  for (Element element : {Element::float32, Element::float64, Element::float16}) {
+    if (runs_on_own_gemm(Backend::aten, element)) fail("aten runs on our GEMM", "run");
+    if (!runs_on_own_gemm(Backend::blocked, element) ||
+        !runs_on_own_gemm(Backend::reference, element)) {
+      fail("blocked or reference does not run a type they compute", "run");
+    }
+  }
+  if (runs_on_own_gemm(Backend::blocked, Element::bfloat16) != bf16_on_own_gemm()) {
+    fail("bfloat16 does not follow bf16_on_own_gemm()", "run");
+  }
+  // [[1, 2], [3, 4]] · [[5, 6], [7, 8]] + [10, 20]
+  const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, bias[2] = {10, 20};
+  const float want[4] = {29, 42, 53, 70};
+  Epilogue<float> epilogue;
+  epilogue.bias = bias;
+  for (Backend backend : available_backends()) {
+    if (backend == Backend::aten) continue;
+    float c[4] = {};
+    run<float>(backend, {a, 2, 2, 2, 1}, {b, 2, 2, 2, 1}, {c, 2, 2, 2}, epilogue, serial);
+    if (!std::equal(c, c + 4, want)) fail(std::string(backend_name(backend)) + " product", "run");
+    bool threw = false;
+    try {  // B has 3 rows for A's 2 columns
+      run<float>(backend, {a, 2, 2, 2, 1}, {b, 3, 1, 1, 1}, {c, 2, 1, 1}, {}, serial);
+    } catch (const std::invalid_argument&) {
+      threw = true;
+    }
+    if (!threw) fail(std::string(backend_name(backend)) + " accepted mismatched shapes", "run");
+    ++g_checks;
+  }
+  bool threw = false;
+  float c[4] = {};
+  try {
+    run<float>(Backend::aten, {a, 2, 2, 2, 1}, {b, 2, 2, 2, 1}, {c, 2, 2, 2}, {}, serial);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  if (!threw) fail("run(aten) did not throw", "run");
+  ++g_checks;
+}
+
 // Sums over 2^25 steps of ones: one float running sum stalls at 2^24, the blocked sums
 // must reach 2^25 exactly (C and row sums; every path and ISA, and the reference).
 // Stride-0 operands keep the memory small.
@@ -723,6 +774,7 @@ int main(int argc, char** argv) {
   }
   std::printf("detected ISA: %s\n", isa_name(detected_isa()));
   test_isa_switching();
+  test_run_entry();
   run_tests<float>();
   run_tests<double>();
   std::mt19937 rng(7);

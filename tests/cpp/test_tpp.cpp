@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -310,6 +311,71 @@ void test_dispatch_retry(std::mt19937& rng) {
   }
 }
 
+// ---------------------------------------------------------------- plans and shapes
+// The plan's invariants on many shapes, and the L1 rule on one: a column-major A whose
+// leading dimension is 4 KiB (every column starts in the same L1 set) is packed, one a
+// few lines longer is read in place. Plans read no memory: the views need none.
+void test_plans(std::mt19937& rng) {
+  static const float nothing[1] = {};
+  tpp::Options avx2;
+  avx2.avx512_plan = 0;
+  avx2.orientation = tpp::Options::kZIsC;  // P = A
+  auto plan_col_major_a = [&](int64_t lda) {
+    const int64_t m = 64, k = 256, n = 256;
+    return tpp::make_plan<float>({nothing, m, k, 1, lda}, {nothing, k, n, n, 1},
+                                 {nullptr, m, n, n}, avx2);
+  };
+  const auto aliasing = plan_col_major_a(1024), spread = plan_col_major_a(1056);
+  check(!aliasing.z_is_ct && aliasing.pack_p,
+        ("A with a 4 KiB leading dimension is packed: " + tpp::describe(aliasing)).c_str());
+  check(!spread.pack_p && !spread.p_main.packed && spread.p_main.lda == 1056,
+        ("A with a 4.1 KiB leading dimension is read in place: " + tpp::describe(spread)).c_str());
+  auto pick = [&rng](int64_t n) { return 1 + int64_t(rng() % uint64_t(n)); };
+  for (int rep = 0; rep < 400; ++rep) {
+    const int64_t m = pick(300), n = pick(300), k = pick(300);
+    tpp::Options options;
+    options.avx512_plan = rep % 2;
+    const auto plan = tpp::make_plan<float>({nothing, m, k, k, 1}, {nothing, k, n, 1, k},
+                                            {nullptr, m, n, n}, options);
+    const int64_t vector = 8;  // floats per AVX2 vector
+    const bool ok = plan.M == (plan.z_is_ct ? n : m) && plan.N == (plan.z_is_ct ? m : n) &&
+                    plan.K == k && (plan.m_blocks - 1) * plan.bm + plan.m_last == plan.M &&
+                    plan.m_last > 0 && plan.m_last <= plan.bm &&
+                    (plan.m_last_pad == plan.bm || plan.m_last_pad % vector == 0) &&
+                    plan.m_last_pad >= plan.m_last && plan.n_blocks * plan.bn >= plan.N &&
+                    (plan.n_blocks - 1) * plan.bn < plan.N &&
+                    plan.k_full * plan.bk + plan.k_tail == plan.K && plan.k_tail < plan.bk &&
+                    plan.chunk_blocks >= 1 && plan.cost > 0 &&
+                    plan.last_to_tile == (!plan.z_is_ct || plan.pads_last_m_block()) &&
+                    plan.p_last.packed == (plan.pack_p || plan.pack_p_last);
+    check(ok, ("plan invariants: m=" + std::to_string(m) + " n=" + std::to_string(n) +
+               " k=" + std::to_string(k) + ": " + tpp::describe(plan))
+                  .c_str());
+  }
+  std::printf("plan of 64x256x256, A column-major, lda 1024: %s\n",
+              tpp::describe(aliasing).c_str());
+}
+
+// Mismatched shapes throw std::invalid_argument, as in every GEMM of the library; false
+// is only for a kernel that cannot be dispatched.
+void test_bad_shapes() {
+  const float a[6] = {}, b[6] = {};
+  float c[6] = {};
+  const Threading serial;
+  auto throws = [&](ConstMatrixView<float> av, ConstMatrixView<float> bv, OutputMatrix<float> cv) {
+    try {
+      tpp_gemm<float>(av, bv, cv, {}, serial);
+    } catch (const std::invalid_argument&) {
+      return true;
+    }
+    return false;
+  };
+  check(throws({a, 2, 3, 3, 1}, {b, 2, 3, 3, 1}, {c, 2, 3, 3}), "A's k differs from B's");
+  check(throws({a, 2, 3, 3, 1}, {b, 3, 2, 2, 1}, {c, 3, 2, 2}), "C's rows differ from A's");
+  check(throws({a, 2, 3, 3, 1}, {b, 3, 2, 2, 1}, {c, 2, 2, 1}), "C's ld below its columns");
+  check(throws({a, -1, 3, 3, 1}, {b, 3, 2, 2, 1}, {c, -1, 2, 2}), "a negative size");
+}
+
 // ---------------------------------------------------------------- the sweep
 int run_tests() {
   if (!tpp_available()) {
@@ -501,6 +567,9 @@ int run_tests() {
   }
   // 7. A failed dispatch is retried, but not on every lookup.
   test_dispatch_retry(rng);
+  // 8. Plans, and the shape contract.
+  test_plans(rng);
+  test_bad_shapes();
   if (g_failures) {
     std::printf("test_tpp: %d of %d cases FAILED\n", g_failures.load(), g_cases.load());
     return 1;

@@ -3,7 +3,6 @@
 #include "blocked_gemm.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <vector>
 
 #include "../bias_fill.h"
@@ -20,19 +19,6 @@
 namespace eml::gemm {
 namespace blocked {
 namespace {
-
-template <typename T>
-void check_shapes(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c) {
-  if (a.rows < 0 || a.cols < 0 || b.rows < 0 || b.cols < 0 || c.rows < 0 || c.cols < 0) {
-    throw std::invalid_argument("blocked_gemm: negative matrix size");
-  }
-  if (a.rows != c.rows || b.cols != c.cols || a.cols != b.rows) {
-    throw std::invalid_argument("blocked_gemm: shapes of A (m x k), B (k x n), C (m x n) differ");
-  }
-  if (c.rows > 1 && c.ld < c.cols) {
-    throw std::invalid_argument("blocked_gemm: C's leading dimension is below its column count");
-  }
-}
 
 // One thread's share: the whole product for a block of C, in the accumulator type.
 template <typename S>
@@ -129,7 +115,7 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
                   const Epilogue<S>& epilogue, const Threading& threading) {
   using namespace blocked;
   using T = Acc<S>;
-  check_shapes(a, b, c);
+  check_gemm_shapes("blocked_gemm", a, b, c);
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   if (m == 0) return;
   if (k == 0) {

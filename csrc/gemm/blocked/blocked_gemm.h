@@ -1,6 +1,7 @@
-// The fast CPU GEMM of eml_ops: BLIS-style packing and cache blocking around AVX2
-// (or portable) register kernels, packing-free paths for small and skinny shapes,
-// and threads over disjoint blocks of C. Torch-free, like gemm.h.
+// The fast CPU GEMM of eml_ops: BLIS-style packing and cache blocking around AVX-512,
+// AVX2 or portable register kernels (the best the CPU runs: isa.h), packing-free paths
+// for small and skinny shapes, and threads over disjoint blocks of C. Torch-free, like
+// gemm.h.
 #pragma once
 
 #include "../gemm.h"
@@ -12,7 +13,8 @@ namespace eml::gemm {
 // n == 0 still fills a_row_sums. A and B may have any strides (0, transposed,
 // sliced); C is row-major with ld >= n and must not overlap A, B or the epilogue.
 // Kernels follow active_isa() (isa.h). Throws std::invalid_argument on mismatched
-// shapes. Defined for T = float, double, bfloat16_t and float16_t (half.h).
+// shapes (check_gemm_shapes, gemm.h). Defined for T = float, double, bfloat16_t and
+// float16_t (half.h).
 //
 // 16-bit T: operands are widened to float (while packing, or in registers on the
 // packing-free paths), products and the bias accumulate in float, and each result

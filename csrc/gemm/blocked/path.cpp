@@ -40,8 +40,9 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   // Crossovers measured on Zen 3 (float; double behaves alike).
   const int64_t a_bytes = m * k * static_cast<int64_t>(sizeof(T));
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
-  // The AVX-512 tile pairs beat the dot tiles from 16 rows on (16-32 rows x k >= 512 on
-  // Zen 5: 1.1-1.3x); AVX2's packed kernel only from 33.
+  // The AVX-512 tile pairs beat the dot tiles on 16-32 rows x k >= 512 (Zen 5: 1.1-1.3x),
+  // so with them the dot tiles keep only up to 12 rows (13-15 also go packed); AVX2's
+  // packed kernel beats them only from 33 rows.
   const int64_t dot_max_rows = wide_packed_kernel ? 12 : 32;
   if (dot_applies(a, b) && (m <= 8 || (m <= dot_max_rows && k >= 256) || n <= 8)) {
     return Path::dot;

@@ -14,9 +14,10 @@ bool tpp_available();
 
 // C = A·B (+ epilogue), beta = 0 semantics, for any strides of A and B (including 0,
 // transposes and slices). m, n or k == 0 are fine (k == 0: C = bias or zeros and
-// a_row_sums = 0). Returns false, with nothing written that matters, when a needed
-// kernel cannot be dispatched: the caller then falls back to another backend. Throws
-// std::bad_alloc when its scratch memory cannot be had.
+// a_row_sums = 0). Bad shapes throw std::invalid_argument, as in every GEMM here
+// (check_gemm_shapes, gemm.h). Returns false, with nothing written that matters, only
+// when a needed kernel cannot be dispatched: the caller then runs another backend
+// (gemm::run: blocked). Throws std::bad_alloc when its scratch memory cannot be had.
 // Defined for T = float and T = double.
 template <typename T>
 bool tpp_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,

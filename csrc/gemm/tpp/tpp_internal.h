@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tpp_gemm.h"
 
@@ -102,6 +103,37 @@ void store_transposed(const T* z, int64_t ldz, int64_t rows, int64_t cols, Outpu
 
 // ---- The driver (tpp_gemm.cpp) ----
 
+// The planner's tunable numbers, in one place. Measured on Zen 3 (AVX2: 32 KiB L1d, 8-way,
+// 64 B lines; 512 KiB L2 per core) with tests/cpp/run_tpp.sh --bench, and on Zen 5 for
+// LIBXSMM's AVX-512 kernels.
+struct Tuning {
+  // Kernel M (the vector dimension), N and K block sizes. M = 4 AVX2 vectors fills
+  // LIBXSMM's register blocking; N from 64 up and K from 32 up hardly matter. With
+  // AVX-512 kernels float takes M = 64 (4 AVX-512 vectors): longer runs of C per Z column,
+  // up to 2x faster where K is small and writing C dominates (dL/dW of a small batch).
+  int64_t float_block_m = 32, float_block_m_avx512 = 64;
+  int64_t double_block_m = 16, double_block_m_avx512 = 16;
+  int64_t block_n = 64, block_k = 64;
+  // Bytes of a P block one kernel call streams over (Plan::chunk_blocks): kept in L1.
+  int64_t chunk_bytes = 16 * 1024;
+  // L2 per core: an operand up to half of it is re-read from L2 (Plan::m_outer), up to
+  // all of it an AVX-512 kernel's TRANS_B operand is worth packing for 8 M blocks or more.
+  double l2_bytes = 512 * 1024;
+  // The L1 data cache: the set pattern repeats every line_bytes * sets.
+  int64_t l1_line_bytes = 64, l1_sets = 64, l1_ways = 8;
+  // An L1 conflict is severe when at most this many sets are in use.
+  int64_t l1_severe_sets = 8;
+  // Packing what could be read in place pays off when a block is re-read this often
+  // (a P block once per few columns of Z, a Q block once per M block).
+  int64_t pack_reuse_conflict = 32, pack_reuse_severe = 8;
+  // Relative speed of a kernel by the AVX2 vectors in its M block (0 to 4 and more):
+  // LIBXSMM keeps up to 4 in registers per column and fewer run slower.
+  double m_speed_by_vectors[5] = {1.0, 0.45, 0.8, 0.95, 1.0};
+  // The cost of copying one element, in kernel flops: plain and transposing (strided on
+  // one side). AVX-512 kernels run about twice as many flops in the time of one copy.
+  double copy_flops = 8, transpose_flops = 20, avx512_copy_factor = 2;
+};
+
 // Knobs for tests and tuning; the defaults are what tpp_gemm() uses.
 struct Options {
   enum Orientation { kAuto = -1, kZIsCT = 0, kZIsC = 1 };
@@ -116,6 +148,7 @@ struct Options {
   // Plan for LIBXSMM's AVX-512 kernels (1) or its AVX2 ones (0); -1: for the kernels it
   // generates here. Only the speed depends on it (tests plan both ways on any machine).
   int avx512_plan = -1;
+  Tuning tuning;  // the planner's numbers
   // Below this many flops (2*m*n*k, ~15 us on one core) the work runs on the calling
   // thread only: a fork/join would cost more than it saves.
   double min_parallel_flops = 1 << 20;
@@ -132,6 +165,64 @@ struct Options {
 
 // Bytes of packing buffers the calling thread holds between calls (for tests).
 size_t kept_scratch_bytes();
+
+// ---- The plan of one GEMM (tpp_gemm.cpp) ----
+
+// Where the kernels find the M blocks of P: in place or packed ([K][bm], lda = bm).
+struct PAccess {
+  bool packed = false;
+  int64_t lda = 0;
+  int64_t stride_a = 0;     // bytes between the K blocks of one kernel call
+  int64_t k_step = 0;       // elements between consecutive K blocks
+  int64_t tail_offset = 0;  // elements to the K tail block
+};
+
+// Where the kernels find the N blocks of Q: in place (column-major K x N, or stored
+// N x K and read TRANS_B) or packed ([N blocks][K blocks][bn][bk], ldb = bk).
+struct QAccess {
+  bool packed = false;
+  bool trans = false;
+  int64_t ldb = 0;
+  int64_t stride_b = 0;     // bytes between the K blocks of one kernel call
+  int64_t k_step = 0;       // elements between consecutive K blocks
+  int64_t tail_offset = 0;  // elements to the K tail block
+};
+
+// Everything decided about one C = A·B before a kernel runs (see the vocabulary above).
+template <typename T>
+struct Plan {
+  Tuning tuning;  // Options::tuning
+  bool avx512 = false;               // planned for LIBXSMM's AVX-512 kernels
+  bool z_is_ct = true;               // the orientation: Z = C^T (else Z = C)
+  ConstMatrixView<T> p{}, q{};       // P: M x K, Q: K x N (logical, before any packing)
+  int64_t M = 0, N = 0, K = 0;
+  int64_t bm = 0, bn = 0, bk = 0;    // kernel block sizes
+  int64_t m_blocks = 0, n_blocks = 0, k_full = 0, k_tail = 0, k_blocks = 0;
+  int64_t m_last = 0, m_last_pad = 0;  // rows of the last M block, and its kernel's M
+  int64_t chunk_k = 0;                 // K depth whose P slice stays in L1
+  int64_t chunk_blocks = 0;            // K blocks reduced per kernel call
+  bool pack_p = false;                 // every P block packed
+  bool pack_p_last = false;            // only the last one (padded), the rest in place
+  PAccess p_main, p_last;              // M blocks before the last one, and the last one
+  QAccess q_access;
+  bool last_to_tile = false;           // the last M block goes through the Z tile
+  int64_t ldc = 0;                     // of Z where it is written straight into C
+  int64_t p_block_elems = 0, q_block_elems = 0;  // packed elements per M / N block
+  double cost = 0;                     // estimated time, in kernel flops
+
+  bool pads_last_m_block() const { return m_last_pad != m_last; }
+  bool many_k_blocks() const { return k_full > 1; }  // else the K-block strides are unused
+};
+
+// The plan of tpp::gemm for shapes check_gemm_shapes accepts, with m, n, k > 0: the
+// orientation with the lower estimated cost unless options.orientation fixes it.
+template <typename T>
+Plan<T> make_plan(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
+                  const Options& options);
+
+// One line naming the plan's choices, for tests and tuning.
+template <typename T>
+std::string describe(const Plan<T>& plan);
 
 template <typename T>
 bool gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,

@@ -33,7 +33,8 @@ std::string torch_version();
 // of torch::nn::functional::linear. Bad arguments throw c10::Error naming the op and shapes.
 at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
                   const std::optional<at::Tensor>& bias = std::nullopt);
-// eml::linear_forward: the forward alone (no autograd graph of its own).
+// eml::linear_forward: the same product under its own name. It is differentiable too: its
+// autograd kernel records the same backward node as eml::linear's.
 at::Tensor linear_forward(const at::Tensor& input, const at::Tensor& weight,
                           const std::optional<at::Tensor>& bias = std::nullopt);
 // eml::linear_backward: {dL/dinput, dL/dweight, dL/dbias}; masked-off entries are undefined.
@@ -41,7 +42,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     std::array<bool, 3> output_mask = {true, true, true});
 
-// GEMM backends: "aten", "reference", "blocked" (default), "tpp" (when built with LIBXSMM).
+// GEMM backends: "aten", "reference", "blocked" (default: built everywhere, every dtype and
+// shape), "tpp" (when built with LIBXSMM; faster than blocked on some shapes, not all).
 std::vector<std::string> available_backends();
 std::string get_backend();
 // Process-wide; throws std::invalid_argument naming the choices for an unknown one.

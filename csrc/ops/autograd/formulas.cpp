@@ -10,17 +10,7 @@
 
 namespace eml::ops::autograd {
 
-namespace {
-
-// [*, n] as [rows, n]. reshape rather than flatten: the legacy vmap that gradcheck's
-// batched forward-grad check runs has a batching rule for reshape, none for flatten.
-at::Tensor as_matrix(const at::Tensor& tensor) {
-  c10::SymInt rows = 1;
-  for (int64_t dim = 0; dim + 1 < tensor.dim(); ++dim) rows *= tensor.sym_size(dim);
-  return tensor.reshape_symint({rows, tensor.sym_size(-1)});
-}
-
-}  // namespace
+using detail::as_matrix;
 
 at::Tensor input_grad(const at::Tensor& grad_output, const at::Tensor& weight) {
   return ops::linear(grad_output, weight.t(), std::nullopt);

@@ -158,11 +158,17 @@ void set_forward_grad(const at::Tensor& output, const at::Tensor& input, const a
   if (tangent.defined()) output._set_fw_grad(tangent, /*level=*/0, /*is_inplace_op=*/false);
 }
 
+constexpr char kLinear[] = "eml::linear";
+constexpr char kLinearForward[] = "eml::linear_forward";
+
 // eml::linear and eml::linear_forward at the Autograd key: one Node, the forward op below.
+// Every kernel of eml::linear_forward checks its arguments, so for that op the check below
+// would see nothing new; eml::linear's arguments are checked here, so that an error names
+// the op that was called. Nothing before the forward reads more than the arguments' sizes.
 template <const char* kOpName>
 at::Tensor linear_autograd(const at::Tensor& input, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias) {
-  detail::check_linear_args(kOpName, input, weight, bias);
+  if constexpr (kOpName != kLinearForward) detail::check_linear_args(kOpName, input, weight, bias);
   NodePtr<LinearBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(input, weight, bias)) {
     grad_fn = make_grad_fn(input, weight, bias);
@@ -176,9 +182,6 @@ at::Tensor linear_autograd(const at::Tensor& input, const at::Tensor& weight,
   set_forward_grad(output, input, weight, bias);
   return output;
 }
-
-constexpr char kLinear[] = "eml::linear";
-constexpr char kLinearForward[] = "eml::linear_forward";
 
 }  // namespace
 

@@ -8,10 +8,6 @@
 
 namespace eml::ops::composite {
 
-at::Tensor as_matrix(const at::Tensor& tensor) {
-  return tensor.dim() == 1 ? tensor.unsqueeze(0) : tensor.flatten(0, -2);
-}
-
 at::Tensor linear_forward_aten(const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias) {
   detail::check_linear_args("eml::linear_forward", input, weight, bias);
@@ -22,13 +18,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_aten(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     std::array<bool, 3> output_mask) {
   detail::check_linear_backward_args("eml::linear_backward", grad_output, input, weight);
-  const at::Tensor grad_2d = as_matrix(grad_output);
+  const at::Tensor grad_2d = detail::as_matrix(grad_output);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {  // dL/dX = dL/dY · W
     grad_input = at::mm(grad_2d, weight).view_symint(input.sym_sizes());
   }
   if (output_mask[1]) {  // dL/dW = (dL/dY)^T · X
-    grad_weight = at::mm(grad_2d.t(), as_matrix(input));
+    grad_weight = at::mm(grad_2d.t(), detail::as_matrix(input));
   }
   if (output_mask[2]) {  // dL/db = column sums of dL/dY
     grad_bias = grad_2d.sum(0);

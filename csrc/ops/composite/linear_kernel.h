@@ -19,7 +19,4 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_aten(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     std::array<bool, 3> output_mask);
 
-// [*, features] as a 2-D [rows, features] tensor (a view whenever strides allow).
-at::Tensor as_matrix(const at::Tensor& tensor);
-
 }  // namespace eml::ops::composite

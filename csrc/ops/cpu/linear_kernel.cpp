@@ -1,46 +1,40 @@
-// CPU kernels of eml::linear_forward and eml::linear_backward: translate tensors
-// into strided matrix views and run the selected GEMM backend on them.
+// CPU kernels of eml::linear_forward and eml::linear_backward: check the arguments, send
+// what our GEMMs do not compute to ATen's kernels, translate tensors into strided matrix
+// views, allocate the outputs and hand them to gemm::run (gemm/run.h), which holds the
+// backend policy.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <type_traits>
+#include <optional>
 
-#include "gemm/blocked/blocked_gemm.h"
+#include "gemm/backend.h"
 #include "gemm/gemm.h"
-#include "ops/backend.h"
+#include "gemm/run.h"
 #include "ops/composite/linear_kernel.h"
 #include "ops/cpu/huge_pages.h"
 #include "ops/linear.h"
-#ifdef EML_OPS_WITH_LIBXSMM
-#include "gemm/tpp/tpp_gemm.h"
-#endif
 
 namespace eml::ops::cpu {
 namespace {
 
-using composite::as_matrix;
-
-constexpr int64_t kTppMinRowsAndCols = 4;
-
-// Our GEMMs cover float32, float64, bfloat16 and float16 (the 16-bit types computed in
-// float32, rounded once); everything else goes through ATen, and so does bfloat16 where
-// ATen is faster (bf16_on_own_gemm: CPUs with bfloat16 dot products).
-bool runs_on_own_gemm(Backend backend, at::ScalarType dtype) {
-  if (backend == Backend::aten) return false;
+// The GEMM library's name for a torch dtype; nullopt: none of its GEMMs computes it.
+std::optional<gemm::Element> gemm_element(at::ScalarType dtype) {
   switch (dtype) {
-    case at::ScalarType::Float:
-    case at::ScalarType::Double:
-    case at::ScalarType::Half:
-      return true;
-    case at::ScalarType::BFloat16:
-      return bf16_on_own_gemm();
-    default:
-      return false;
+    case at::ScalarType::Float: return gemm::Element::float32;
+    case at::ScalarType::Double: return gemm::Element::float64;
+    case at::ScalarType::BFloat16: return gemm::Element::bfloat16;
+    case at::ScalarType::Half: return gemm::Element::float16;
+    default: return std::nullopt;
   }
+}
+
+// Else the call goes to ATen's kernels (composite::linear_*_aten).
+bool runs_on_own_gemm(Backend backend, at::ScalarType dtype) {
+  const std::optional<gemm::Element> element = gemm_element(dtype);
+  return element.has_value() && gemm::runs_on_own_gemm(backend, *element);
 }
 
 // The GEMM library's element type for a torch scalar type: the same bits and layout
@@ -108,35 +102,6 @@ gemm::Threading torch_threading() {
   return threading;
 }
 
-template <typename T>
-void run_gemm(Backend backend, gemm::ConstMatrixView<T> a, gemm::ConstMatrixView<T> b,
-              gemm::OutputMatrix<T> c, const gemm::Epilogue<T>& epilogue) {
-  switch (backend) {
-    case Backend::reference:
-      gemm::reference_gemm(a, b, c, epilogue);
-      return;
-    case Backend::tpp:
-#ifdef EML_OPS_WITH_LIBXSMM
-      // Matrix-vector shapes (fewer than 4 rows or columns of C) run near scalar speed in
-      // LIBXSMM 1.17's kernels; the blocked GEMM has streaming paths for them. bfloat16 and
-      // float16 always take the blocked GEMM: LIBXSMM 1.17's bf16 kernels need AVX-512.
-      if constexpr (!gemm::is_half_v<T>) {
-        if (std::min(c.rows, c.cols) >= kTppMinRowsAndCols &&
-            gemm::tpp_gemm(a, b, c, epilogue, torch_threading())) {
-          return;
-        }
-      }
-#endif
-      [[fallthrough]];  // no JIT kernel for this shape or type: our blocked GEMM instead
-    case Backend::blocked:
-      gemm::blocked_gemm(a, b, c, epilogue, torch_threading());
-      return;
-    case Backend::aten:  // runs_on_own_gemm() sends it to ATen before any view is made
-      break;
-  }
-  TORCH_INTERNAL_ASSERT(false, "eml_ops: run_gemm reached for backend ", backend_name(backend));
-}
-
 at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias) {
   const Backend backend = current_backend();
@@ -144,7 +109,7 @@ at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
     return composite::linear_forward_aten(input, weight, bias);
   }
   detail::check_linear_args("eml::linear_forward", input, weight, bias);
-  const at::Tensor input_2d = as_matrix(input);
+  const at::Tensor input_2d = detail::as_matrix(input);
   const bool has_bias = bias.has_value() && bias->defined();
   const at::Tensor bias_contiguous = has_bias ? bias->contiguous() : at::Tensor();
   at::Tensor output = empty_output({input_2d.size(0), weight.size(0)}, input.options());
@@ -153,9 +118,8 @@ at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
     gemm::Epilogue<gemm_t<scalar_t>> epilogue;
     epilogue.bias = has_bias ? gemm_data<scalar_t>(bias_contiguous) : nullptr;
     // Y = X · W^T: W^T is W's memory with its strides swapped, no copy.
-    run_gemm<gemm_t<scalar_t>>(backend, matrix_view<scalar_t>(input_2d),
-                               matrix_view<scalar_t>(weight).transposed(),
-                               output_matrix<scalar_t>(output), epilogue);
+    gemm::run(backend, matrix_view<scalar_t>(input_2d), matrix_view<scalar_t>(weight).transposed(),
+              output_matrix<scalar_t>(output), epilogue, torch_threading());
   });
   return output.view(detail::linear_output_shape(input, weight));
 }
@@ -169,8 +133,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
   }
   detail::check_linear_backward_args("eml::linear_backward", grad_output, input, weight);
   const auto [wants_grad_input, wants_grad_weight, wants_grad_bias] = output_mask;
-  const at::Tensor grad_2d = as_matrix(grad_output);
-  const at::Tensor input_2d = as_matrix(input);
+  const at::Tensor grad_2d = detail::as_matrix(grad_output);
+  const at::Tensor input_2d = detail::as_matrix(input);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (wants_grad_input) grad_input = empty_output(input_2d.sizes(), input.options());
   if (wants_grad_weight) grad_weight = empty_output(weight.sizes(), weight.options());
@@ -180,15 +144,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
                                   "eml::linear_backward", [&] {
     using element_t = gemm_t<scalar_t>;
     if (wants_grad_input) {  // dL/dX = dL/dY · W
-      run_gemm<element_t>(backend, matrix_view<scalar_t>(grad_2d), matrix_view<scalar_t>(weight),
-                          output_matrix<scalar_t>(grad_input), {});
+      gemm::run<element_t>(backend, matrix_view<scalar_t>(grad_2d), matrix_view<scalar_t>(weight),
+                           output_matrix<scalar_t>(grad_input), {}, torch_threading());
     }
     if (wants_grad_weight) {  // dL/dW = (dL/dY)^T · X, and dL/db = row sums of (dL/dY)^T
       gemm::Epilogue<element_t> epilogue;
       epilogue.a_row_sums = wants_grad_bias ? gemm_mutable_data<scalar_t>(grad_bias) : nullptr;
-      run_gemm<element_t>(backend, matrix_view<scalar_t>(grad_2d).transposed(),
-                          matrix_view<scalar_t>(input_2d), output_matrix<scalar_t>(grad_weight),
-                          epilogue);
+      gemm::run(backend, matrix_view<scalar_t>(grad_2d).transposed(),
+                matrix_view<scalar_t>(input_2d), output_matrix<scalar_t>(grad_weight), epilogue,
+                torch_threading());
     } else if (wants_grad_bias) {
       // Summed in float32 (the 16-bit types too), rounded once.
       grad_bias.copy_(grad_2d.sum({0}, /*keepdim=*/false, at::toOpMathType(grad_2d.scalar_type())));

@@ -1,4 +1,4 @@
-#include "ops/backend.h"
+#include "backend.h"
 
 #include <array>
 #include <atomic>
@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "gemm/isa.h"
+#include "isa.h"
 
 #ifdef EML_OPS_WITH_LIBXSMM
-#include "gemm/tpp/tpp_gemm.h"
+#include "tpp/tpp_gemm.h"
 #endif
 
 namespace eml {

@@ -1,6 +1,7 @@
 // Which GEMM backend the CPU kernels of the eml:: ops run: chosen at run time. A process
 // default (set_process_backend), and a per-thread override on top (BackendGuard, Python's
-// use_backend), as torch.autocast's state is per thread. Torch-free.
+// use_backend), as torch.autocast's state is per thread. Torch-free, part of the GEMM
+// library: run.h's gemm::run takes the selected backend.
 #pragma once
 
 #include <optional>
@@ -26,7 +27,11 @@ std::vector<Backend> available_backends();
 // "aten, reference, blocked": for error messages.
 std::string available_backend_names();
 
-// The fastest available backend: what a fresh process uses unless EML_OPS_BACKEND says otherwise.
+// What a fresh process uses unless EML_OPS_BACKEND says otherwise: blocked. It is built
+// everywhere and computes every element type and shape itself; tpp needs LIBXSMM (and a
+// working JIT), computes float32/float64 only, and is faster than blocked on some shapes
+// and slower on others (`python -m eml_ops bench --backends blocked,tpp` on the CPU at
+// hand), so no one backend is the fastest everywhere.
 Backend default_backend();
 
 // The backend a kernel called on this thread runs: the thread's override if it has one,
