@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+
+from tests.helpers import child_environment
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -153,8 +154,7 @@ def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
     script = tmp_path / "page.py"
     script.write_text(script_of(page))
     # The page's own settings only: none inherited from the caller (EML_OPS_BACKEND, say).
-    env = {key: value for key, value in os.environ.items() if not key.startswith("EML_OPS_")}
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=child_environment(),
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, (
         f"{relative(page)}: its python blocks failed\n{result.stdout}\n{result.stderr}")
