@@ -10,7 +10,7 @@ BUILD_STAMP := $(VENV)/.eml_ops-built
 CXX_SOURCES := $(shell find csrc -type f \( -name '*.cpp' -o -name '*.h' \))
 export MAX_JOBS ?= $(shell nproc)
 
-.PHONY: demo test test-torch bench lint cpp-test cpp-demo sanitize clean
+.PHONY: demo test test-torch bench docs lint cpp-test cpp-demo sanitize clean
 
 demo: $(BUILD_STAMP)
 	$(PY) -m eml_ops demo
@@ -27,6 +27,14 @@ test-torch:
 # Three whole passes over the suite: the results are their geometric means (a noisy machine).
 bench: $(BUILD_STAMP)
 	$(PY) -m eml_ops bench --runs 3 $(BENCH_ARGS)
+
+# The documentation site (Sphinx + MyST, docs/) into build/docs: warnings are errors (-W),
+# references are checked (-n), every problem is reported before it fails (--keep-going), and
+# every page is read again (-E), so an incremental build cannot hide an old warning. It
+# imports eml_ops for the API reference, so it needs the build.
+docs: $(BUILD_STAMP)
+	$(PY) -m sphinx -b html -W -n -E --keep-going -q docs build/docs
+	@echo "docs: build/docs/index.html"
 
 lint: $(DEPS_STAMP)
 	$(PY) -m ruff check .

@@ -2,12 +2,15 @@
 
 The wheel is built from this tree's build/ folder (`pip wheel --no-build-isolation`): the
 object files of the editable build are reused, so building it only links. The fresh venv
-gets torch through pip's usual sources, then runs the package outside the source tree.
+gets torch and the benchmark's extras (`eml_ops[bench]`, at the versions requirements-dev.txt
+pins) through pip's usual sources, then runs the package outside the source tree: the
+editable install of the other tests would hide a module or a file left out of the wheel.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,6 +25,7 @@ from filelock import FileLock
 import eml_ops
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "eml_ops"
 TORCH_VERSION = torch.__version__.split("+")[0]
 
 
@@ -54,13 +58,35 @@ def test_wheel_holds_library_headers_and_cmake_package(wheel: Path) -> None:
         assert required in names
     assert any(name.startswith("eml_ops/_C.") and name.endswith(".so") for name in names)
     assert f"Requires-Dist: torch=={TORCH_VERSION}\n" in metadata
+    assert "License-Expression: MIT\n" in metadata
+
+
+def test_wheel_holds_every_module_of_the_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    packages = [PACKAGE, *(init.parent for init in PACKAGE.rglob("*/__init__.py"))]
+    modules = {module.relative_to(REPO).as_posix() for package in packages
+               for module in package.glob("*.py")}
+    assert "eml_ops/bench/cli.py" in modules  # a subpackage, which a flat package list misses
+    assert not modules - names, f"left out of the wheel: {sorted(modules - names)}"
+
+
+def test_wheel_holds_the_license(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        (license_name,) = [name for name in archive.namelist()
+                           if name.endswith(".dist-info/licenses/LICENSE")]
+        license_text = archive.read(license_name).decode()
+    assert license_text == (REPO / "LICENSE").read_text()
+    assert license_text.startswith("MIT License") and "the eml_ops authors" in license_text
 
 
 def test_wheel_installs_into_a_fresh_venv_and_works(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
-    run(python, "-m", "pip", "install", "--quiet", wheel)  # torch==<built with> comes along
+    # torch==<built with> comes along; the extras at the versions the project pins.
+    run(python, "-m", "pip", "install", "--quiet", "--constraint", REPO / "requirements-dev.txt",
+        f"{wheel}[bench]")
     outside = tmp_path / "elsewhere"  # not the source tree: the installed package only
     outside.mkdir()
     report = run(python, "-c", textwrap.dedent("""
@@ -86,6 +112,22 @@ def test_wheel_installs_into_a_fresh_venv_and_works(wheel: Path, tmp_path: Path)
     assert cmake_prefix.startswith(str(venv))
     assert run(python, "-m", "eml_ops", "cmake-prefix", cwd=outside).strip() == cmake_prefix
     check_cmake_package(python, Path(cmake_prefix), Path(library), tmp_path / "cmake")
+    check_commands(python, outside)
+
+
+def check_commands(python: Path, outside: Path) -> None:
+    """``python -m eml_ops demo`` and a short ``bench`` of the installed package."""
+    demo = run(python, "-m", "eml_ops", "demo", cwd=outside)
+    assert "Hello World!" in demo
+    assert re.search(r"all \d+ implementations agree: True", demo), demo
+    # One small shape, one thread, one backend: what is checked is that it runs, not a time.
+    run(python, "-m", "eml_ops", "bench", "--quick", "--shapes", "32x64x16", "--threads", "1",
+        "--backends", "blocked", "--no-overhead", "--out", "bench", cwd=outside)
+    table = (outside / "bench" / "bench.md").read_text()
+    for mode in ("forward", "train"):
+        assert f"## {mode}, 1 thread" in table
+    assert "blocked speed-up" in table
+    assert (outside / "bench" / "bench.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def check_cmake_package(python: Path, prefix: Path, library: Path, work: Path) -> None:

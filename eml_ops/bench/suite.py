@@ -44,8 +44,8 @@ ERROR_TOLERANCE = {
     torch.bfloat16: 5e-2,
     torch.float16: 2e-2,
 }
-# Shapes of at least this many forward flops (2MNK) count in the "large" geometric mean:
-# below, a call's cost is mostly its overhead.
+#: Shapes of at least this many forward flops (2MNK) count in the "large" geometric mean:
+#: below, a call's cost is mostly its overhead.
 LARGE_SHAPE_FLOPS = 1e6
 
 
