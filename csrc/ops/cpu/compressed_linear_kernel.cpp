@@ -11,33 +11,25 @@
 #include "gemm/gemm.h"
 #include "gemm/run.h"
 #include "ops/compressed_linear.h"
+#include "ops/cpu/torch_threading.h"
 #include "ops/linear.h"
 
 namespace eml::ops::cpu {
 namespace {
-
-// torch's intra-op thread pool, so torch.set_num_threads applies here too.
-gemm::Threading intra_op_threading() {
-  gemm::Threading threading;
-  threading.num_threads = at::get_num_threads();
-  threading.parallel_for = [](int64_t begin, int64_t end,
-                              const std::function<void(int64_t, int64_t)>& body) {
-    at::parallel_for(begin, end, /*grain_size=*/1, body);
-  };
-  return threading;
-}
 
 const float* optional_data(const at::Tensor& tensor) {
   return tensor.defined() ? tensor.const_data_ptr<float>() : nullptr;
 }
 
 // W as the GEMM library's element type W (same bits: c10::BFloat16 / c10::Half hold one
-// uint16_t). check_compressed_linear_args made it contiguous, so its strides are (k, 1).
+// uint16_t). check_compressed_linear_args checked that it is contiguous, so its memory is
+// row-major with leading dimension k; its strides are not used, since a contiguous tensor
+// may report any stride for a dimension of size 0 or 1.
 template <typename W, typename scalar_t>
 gemm::ConstMatrixView<W> weight_view(const at::Tensor& weight) {
   static_assert(sizeof(W) == sizeof(scalar_t));
   return {reinterpret_cast<const W*>(weight.const_data_ptr<scalar_t>()), weight.size(0),
-          weight.size(1), weight.stride(0), weight.stride(1)};
+          weight.size(1), weight.size(1), 1};
 }
 
 at::Tensor compressed_linear_cpu(const at::Tensor& input, const at::Tensor& weight,
@@ -60,7 +52,7 @@ at::Tensor compressed_linear_cpu(const at::Tensor& input, const at::Tensor& weig
                                     output.size(1), output.size(1)};
   const float* scale_data = optional_data(scales_contiguous);
   const float* bias_data = optional_data(bias_contiguous);
-  const gemm::Threading threading = intra_op_threading();
+  const gemm::Threading threading = torch_threading();
   switch (weight.scalar_type()) {
     case at::kChar:
       gemm::run_compressed(backend, a, weight_view<int8_t, int8_t>(weight), scale_data, c,

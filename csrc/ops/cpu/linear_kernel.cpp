@@ -15,6 +15,7 @@
 #include "gemm/run.h"
 #include "ops/composite/linear_kernel.h"
 #include "ops/cpu/huge_pages.h"
+#include "ops/cpu/torch_threading.h"
 #include "ops/linear.h"
 
 namespace eml::ops::cpu {
@@ -89,17 +90,6 @@ template <typename scalar_t>
 gemm::OutputMatrix<gemm_t<scalar_t>> output_matrix(at::Tensor& matrix) {
   TORCH_INTERNAL_ASSERT(matrix.dim() == 2 && matrix.is_contiguous());
   return {gemm_mutable_data<scalar_t>(matrix), matrix.size(0), matrix.size(1), matrix.size(1)};
-}
-
-// torch's intra-op thread pool, so torch.set_num_threads applies to our GEMMs too.
-gemm::Threading torch_threading() {
-  gemm::Threading threading;
-  threading.num_threads = at::get_num_threads();
-  threading.parallel_for = [](int64_t begin, int64_t end,
-                              const std::function<void(int64_t, int64_t)>& body) {
-    at::parallel_for(begin, end, /*grain_size=*/1, body);
-  };
-  return threading;
 }
 
 at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
