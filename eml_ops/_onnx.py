@@ -121,7 +121,21 @@ def _after_import(name: str, hook: Callable[[], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name, hook))
 
 
+def allow_inductor_fallbacks() -> None:
+    """Let Inductor call our operators although the decomposition table now holds them.
+
+    Inductor runs our kernels (a fallback, no lowering); with ``CI`` set in the environment
+    it refuses a fallback for an operator that has a decomposition, unless the operator is
+    on its allow list, where torchvision's ``roi_align`` stands for the same reason.
+    """
+    from torch._inductor.lowering import FALLBACK_ALLOW_LIST
+
+    for packet in (OPS.linear, OPS.linear_forward, OPS.linear_backward):
+        FALLBACK_ALLOW_LIST.add(packet.default.name().split(".")[0])
+
+
 def register_onnx_translations() -> None:
     """Make both exporters of ``torch.onnx.export`` translate our operators."""
     register_decompositions()
+    _after_import("torch._inductor.lowering", allow_inductor_fallbacks)
     _after_import("torch.onnx", register_torchscript_symbolics)

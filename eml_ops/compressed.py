@@ -93,7 +93,7 @@ class CompressedLayer(nn.Linear):
     * Gradients flow to the input (and the bias), not to the weight: LoRA on a compressed
       base works; ``torch.func`` transforms do not (the autograd kernel is a C++ Function).
     * int8: symmetric per output channel, as torchao's ``Int8WeightOnlyConfig``
-      (:func:`quantize_int8`); the scale multiplies the float32 sum (an epilogue), so the
+      (``quantize_int8``); the scale multiplies the float32 sum (an epilogue), so the
       layer computes ``(x @ q.T) * scales + b``. 16-bit: the weight rounded to nearest even.
     * Activations are float32 only: other input dtypes raise (``model.half()`` casts the
       float buffers and bias and then fails at the first call).

@@ -35,6 +35,10 @@ find "$tree" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
 git ls-files -z --cached --others --exclude-standard \
   | tar --null --files-from=- --ignore-failed-read -cf - \
   | tar -xf - -C "$tree"
+# A git index of its own, so that what asks git which files the tree holds (the docs' link
+# check) sees the copied files instead of the enclosing checkout, where build/ is ignored.
+git -C "$tree" init -q
+git -C "$tree" add -A
 
 # 2. Its make test, in its venv. The build stamp goes first: the copy's eml_ops/*.so were
 #    removed with the rest, and the rebuild only links (the objects under its build/ stay).

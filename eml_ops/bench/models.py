@@ -1,6 +1,6 @@
 """The model table: whole models with nn.Linear (eager), with eml_ops, and with the peers.
 
-Models (:data:`MODELS`; ``--quick``: the same kinds tiny, :data:`QUICK_MODELS`):
+Models (``MODELS``; ``--quick``: the same kinds tiny, ``QUICK_MODELS``):
 
 * ``ffn8``, ``ffn256``: a transformer FFN, two blocks of Linear(1024, 4096), GELU,
   Linear(4096, 1024), on a batch of 8 and of 256 rows;
@@ -14,7 +14,7 @@ step: gradients set to None, forward, backward of a fixed output gradient; the i
 grad, as a block inside a network does), float32, the candidates are: the model as built
 (``nn.Linear eager``, the baseline: 1.00x), ``eml eager`` (a copy converted by
 :func:`eml_ops.replace_linear`, on the default backend) and the selected peers
-(:mod:`.peers`). They are timed as the shape suite's are (:func:`.timing.time_case`: warm-up,
+(:mod:`.peers`). They are timed as the shape suite's are (``timing.time_case``: warm-up,
 compilation and outputs first, then interleaved samples, the median). GFLOP/s count the
 linear layers' flops only (2 x tokens x in x out each, three times that in a training step).
 """
