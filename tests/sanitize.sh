@@ -54,7 +54,9 @@ if [[ -z "$libasan" || ! -f "$libasan" || -z "$libstdcxx" || ! -f "$libstdcxx" ]
   exit 1
 fi
 for binary in "$so" "$lib"; do
-  if ! ldd "$binary" | grep -q libubsan || ! ldd "$binary" | grep -q libasan; then
+  # ldd's output first: `ldd | grep -q` fails under pipefail when grep exits before ldd ends.
+  dependencies="$(ldd "$binary")"
+  if ! grep -q libubsan <<<"$dependencies" || ! grep -q libasan <<<"$dependencies"; then
     echo "sanitize.sh: $binary is not linked against libasan and libubsan" >&2
     exit 1
   fi
