@@ -752,6 +752,8 @@ void check_compressed(std::mt19937& rng) {
     }
   }
   set_active_isa(detected_isa());
+}
+
 // ---------------------------------------------------------------- block-size model
 // The caches of four CPUs (size, ways, line, logical CPUs sharing) and the model's blocks
 // for them, worked out by hand from block_model.h (ways of 4 KiB in L1, 64 KiB in L2):
