@@ -24,6 +24,19 @@ translation it looks for, registered when :mod:`eml_ops` is imported:
   symbolic for ours. ``torch.onnx`` takes a while to import, so the registration waits until
   something imports it (see :func:`_after_import`).
 
+``eml::compressed_linear`` (:class:`eml_ops.CompressedLayer`) exports with both exporters,
+its weight stored in the file as it is stored in the layer where the exporter allows it:
+
+* dynamo: what its ``CompositeExplicitAutograd`` kernel computes, ``Cast`` of the weight
+  to float32, ``MatMul``, ``Mul`` by the per-output-channel scales (int8), ``Add`` of the
+  bias. The exporter's optimiser folds constants of at most 8192 elements, so the weight of
+  a layer larger than 128 x 64 stays int8 (or 16-bit) in the file; smaller ones become
+  float32 initializers.
+* TorchScript: an int8 weight as ``DequantizeLinear`` with the scales along axis 0 (zero
+  point 0: the symmetric quantisation), which the exporter's constant folding keeps, then
+  ``MatMul`` and ``Add``; a 16-bit weight as ``Cast``, which the constant folding turns
+  into a float32 initializer.
+
 ``eml::linear_backward`` appears only in training graphs, which neither exporter exports;
 the dynamo exporter would decompose it like the other two, the TorchScript exporter has no
 symbolic for it (``UnsupportedOperatorError``).
@@ -46,8 +59,12 @@ OPS = torch.ops.eml
 # The operators an inference graph holds; the TorchScript exporter needs a symbolic for each.
 _FORWARD_OPS = ("eml::linear", "eml::linear_forward")
 # register_custom_op_symbolic serves the given opset and all later ones; ATen's linear
-# symbolic is opset 9's.
+# symbolic is opset 9's. DequantizeLinear per axis and Cast from bfloat16 need opset 13.
 _SYMBOLIC_OPSET = 9
+_COMPRESSED_SYMBOLIC_OPSET = 13
+_ONNX_FLOAT = 1  # onnx.TensorProto.FLOAT, without importing onnx
+# The operators with a decomposition for the dynamo exporter (and on Inductor's allow list).
+_DECOMPOSED = (OPS.linear, OPS.linear_forward, OPS.linear_backward, OPS.compressed_linear)
 
 
 def _composite_kernel(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -63,18 +80,41 @@ def _composite_kernel(op: torch._ops.OpOverload) -> Callable[..., Any]:
 
 def register_decompositions() -> None:
     """Register the decompositions the dynamo exporter applies (once per process)."""
-    for packet in (OPS.linear, OPS.linear_forward, OPS.linear_backward):
+    for packet in _DECOMPOSED:
         op = packet.default
         if op not in decomposition_table:
             register_decomposition(op)(_composite_kernel(op))
 
 
+def _compressed_linear_symbolic(g: Any, input: Any, weight: Any, scales: Any,
+                                bias: Any) -> Any:
+    """``eml::compressed_linear`` in ONNX: the weight dequantised, ``MatMul``, ``Add``.
+
+    int8 (scales given): ``DequantizeLinear`` per output channel; 16-bit: ``Cast``.
+    """
+    from torch.onnx import symbolic_helper
+
+    if symbolic_helper._is_none(scales):
+        weight_float = g.op("Cast", weight, to_i=_ONNX_FLOAT)
+    else:
+        weight_float = g.op("DequantizeLinear", weight, scales, axis_i=0)
+    output = g.op("MatMul", input, g.op("Transpose", weight_float, perm_i=[1, 0]))
+    if not symbolic_helper._is_none(bias):
+        output = g.op("Add", output, bias)
+    return output
+
+
 def register_torchscript_symbolics() -> None:
-    """Register ATen's ``aten::linear`` symbolic for our forward operators."""
+    """Register the TorchScript exporter's symbolics for our inference operators.
+
+    ATen's own ``aten::linear`` symbolic for ``eml::linear`` and ``eml::linear_forward``.
+    """
     from torch.onnx import register_custom_op_symbolic, symbolic_opset9
 
     for name in _FORWARD_OPS:
         register_custom_op_symbolic(name, symbolic_opset9.linear, _SYMBOLIC_OPSET)
+    register_custom_op_symbolic("eml::compressed_linear", _compressed_linear_symbolic,
+                                _COMPRESSED_SYMBOLIC_OPSET)
 
 
 class _LoaderThenHook(importlib.abc.Loader):
@@ -130,7 +170,7 @@ def allow_inductor_fallbacks() -> None:
     """
     from torch._inductor.lowering import FALLBACK_ALLOW_LIST
 
-    for packet in (OPS.linear, OPS.linear_forward, OPS.linear_backward):
+    for packet in _DECOMPOSED:
         FALLBACK_ALLOW_LIST.add(packet.default.name().split(".")[0])
 
 

@@ -17,11 +17,14 @@ the result is the very quantised module the nn.Linear would have become. For 1.,
 no hook: the qconfig dict is built inside ``quantize_dynamic``. So ``propagate_qconfig_``,
 which every flow calls, is wrapped, in its module and where ``torch.ao.quantization``
 exports it: it gives Layer the qconfig the dict gives nn.Linear, unless the dict names
-Layer itself. That is the one torch function eml_ops wraps; it changes nothing for a model
-without Layers.
+Layer itself.
 
-A mapping passed by the user (``mapping=``) is the user's: a Layer missing from it is left
-float, as an nn.Linear missing from it is.
+A mapping passed by the user (``quantize_dynamic(..., mapping=)``, ``convert(mapping=)``)
+names nn.Linear, not Layer. So ``swap_module``, which ``convert`` calls for each module, is
+wrapped as well: a Layer that the mapping does not name is swapped by the mapping's
+nn.Linear entry, as the nn.Linear would have been; a Layer named by neither stays float, as
+an nn.Linear would. These two are the torch functions eml_ops wraps; neither changes
+anything for a model without Layers.
 """
 
 from __future__ import annotations
@@ -85,11 +88,24 @@ def _from_layer(quantized: type) -> type:
     return type(f"{quantized.__name__}FromLayer", (), namespace)
 
 
+@functools.cache
+def _from_layer_cached(quantized: type) -> type:
+    """One stand-in per quantised class (a user's mapping is read at every swap)."""
+    return _from_layer(quantized)
+
+
 def _register_mappings() -> None:
     for name in _MAPPINGS:
         mapping: dict[Callable, Any] = getattr(quantization_mappings, name)
         if nn.Linear in mapping and Layer not in mapping:
-            mapping[Layer] = _from_layer(mapping[nn.Linear])
+            mapping[Layer] = _from_layer_cached(mapping[nn.Linear])
+
+
+def with_layer_entry(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    """Give ``mapping`` with an entry for Layer made from nn.Linear's, if it lacks one."""
+    if Layer in mapping or nn.Linear not in mapping:
+        return mapping
+    return {**mapping, Layer: _from_layer_cached(mapping[nn.Linear])}
 
 
 def with_layer_keys(qconfig_dict: dict[Any, Any] | None) -> dict[Any, Any] | None:
@@ -115,7 +131,26 @@ def _wrap_propagate_qconfig() -> None:
         quantization.propagate_qconfig_ = propagate_qconfig_
 
 
+def _wrap_swap_module() -> None:
+    original = quantize_module.swap_module
+    if getattr(original, "_eml_ops_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def swap_module(mod: nn.Module, mapping: dict[Any, Any], *args: Any,
+                    **kwargs: Any) -> nn.Module:
+        if parametrize.type_before_parametrizations(mod) is Layer:
+            mapping = with_layer_entry(mapping)
+        return original(mod, mapping, *args, **kwargs)
+
+    swap_module._eml_ops_wrapped = True  # type: ignore[attr-defined]
+    quantize_module.swap_module = swap_module  # what convert's module walk calls
+    if getattr(quantization, "swap_module", None) is original:
+        quantization.swap_module = swap_module
+
+
 def register_quantization() -> None:
     """Let torch's eager quantisation flows treat Layers as the nn.Linears they were."""
     _register_mappings()
     _wrap_propagate_qconfig()
+    _wrap_swap_module()

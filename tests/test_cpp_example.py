@@ -82,6 +82,23 @@ def test_cpp_inference_matches_python_forward(programs: Path, tmp_path: Path) ->
     assert demo.compare_inference(programs, tmp_path) < 1e-5
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16])
+def test_cpp_inference_of_a_scripted_compressed_model(programs: Path, tmp_path: Path,
+                                                      dtype: torch.dtype) -> None:
+    """A scripted model of CompressedLayers (eml::compressed_linear) runs in C++ alone."""
+    model = eml_ops.compress_weights(demo.make_model(), dtype).eval()
+    assert all(isinstance(m, eml_ops.CompressedLayer) for m in model if not isinstance(
+        m, torch.nn.ReLU))
+    torch.jit.script(model).save(str(tmp_path / "compressed.pt"))
+    inputs = demo.make_data(samples=64, seed=2)["inputs"]
+    torch.save(inputs, tmp_path / "input.pt")
+    demo.run_program(programs / "infer", tmp_path / "compressed.pt", tmp_path / "input.pt",
+                     tmp_path / "output.pt", env=one_thread())
+    with torch.no_grad():
+        expected = model(inputs)
+    torch.testing.assert_close(torch.load(tmp_path / "output.pt"), expected)
+
+
 def test_aoti_package_calls_our_op_from_cpp(programs: Path, tmp_path: Path) -> None:
     demo.write_inputs(tmp_path)
     demo.train_in_cpp(programs, tmp_path, demo.Training(epochs=1), env=one_thread())

@@ -148,3 +148,47 @@ for name in ("eml::linear", "eml::linear_forward"):
 def test_torchscript_symbolics_whichever_is_imported_first(first: str) -> None:
     subprocess.run([sys.executable, "-c", IMPORT_ORDER_CHECK, first], check=True,
                    env=child_environment())
+
+
+STORED_DTYPES = {torch.int8: onnx.TensorProto.INT8, torch.float16: onnx.TensorProto.FLOAT16,
+                 torch.bfloat16: onnx.TensorProto.BFLOAT16}
+
+
+def compressed_mlp(dtype: torch.dtype, bias: bool) -> nn.Module:
+    """Layers of 128 x 128: more elements than the dynamo exporter's constant folding takes."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 128, bias=bias), nn.Tanh(),
+                          nn.Linear(128, 128, bias=bias), nn.Tanh(), nn.Linear(128, 128, bias=bias))
+    return eml_ops.compress_weights(model, dtype).eval()
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("dtype", list(STORED_DTYPES))
+@pytest.mark.parametrize("bias", [True, False])
+def test_compressed_model_exports_and_runs_in_onnxruntime(
+        exporter: str, dtype: torch.dtype, bias: bool, tmp_path: Path) -> None:
+    """CompressedLayer: standard operators; the large weights stay compressed in the file.
+
+    Except 16-bit weights with the TorchScript exporter, whose constant folding widens
+    ``Cast(weight)`` to a float32 initializer (eml_ops/_onnx.py).
+    """
+    compressed = compressed_mlp(dtype, bias)
+    assert all(type(compressed[i]) is eml_ops.CompressedLayer for i in (0, 2, 4))
+    path = tmp_path / "compressed.onnx"
+    export(compressed, torch.randn(input_shape(3, EXPORT_BATCH)), exporter, path)
+    op_types = assert_standard_onnx(path)
+    assert "MatMul" in op_types and ("Add" in op_types) == bias
+    dequantize = "DequantizeLinear" if exporter == "torchscript" and dtype == torch.int8 else "Cast"
+    large = [t.data_type for t in onnx.load(str(path)).graph.initializer
+             if onnx.helper.tensor_dtype_to_np_dtype(t.data_type) is not None
+             and np.prod(t.dims) == 128 * 128]
+    if exporter == "torchscript" and dtype != torch.int8:
+        assert large == [onnx.TensorProto.FLOAT] * 2  # folded, see the docstring
+    else:
+        assert dequantize in op_types
+        assert large == [STORED_DTYPES[dtype]] * 2  # the weights are not widened
+    for batch in (EXPORT_BATCH, OTHER_BATCH):
+        x = torch.randn(input_shape(3, batch))
+        with torch.no_grad():
+            expected = compressed(x)
+        torch.testing.assert_close(run_onnx(path, x), expected, rtol=1e-5, atol=1e-5)

@@ -95,6 +95,9 @@ DYNAMIC_FLOWS: dict[str, Callable[[nn.Module], nn.Module]] = {
         m, {nn.Linear: tq.per_channel_dynamic_qconfig}),
     "by name": lambda m: tq.quantize_dynamic(m, {"0", "4"}),
     "inplace": lambda m: tq.quantize_dynamic(m, {nn.Linear}, inplace=True),
+    # A mapping of the user's own names nn.Linear only: Layers are swapped by that entry.
+    "user mapping": lambda m: tq.quantize_dynamic(
+        m, {nn.Linear}, mapping={nn.Linear: torch.ao.nn.quantized.dynamic.Linear}),
 }
 
 
@@ -104,6 +107,35 @@ def test_quantize_dynamic_as_on_the_original(flow: str) -> None:
     quantized = [name for name, m in model.named_modules()
                  if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
     assert quantized == (["0", "4"] if flow == "by name" else ["0", "2", "4"])
+
+
+def test_a_user_mapping_without_nn_linear_leaves_layers_float_as_nn_linears() -> None:
+    """Neither an nn.Linear nor a Layer is swapped by a mapping that names neither."""
+    mapping = {nn.Conv1d: torch.ao.nn.quantized.dynamic.Conv1d}
+    expected = tq.quantize_dynamic(mlp(), {nn.Linear}, mapping=mapping)
+    model = tq.quantize_dynamic(eml_ops.replace_linear(mlp()), {nn.Linear}, mapping=mapping)
+    assert [type(expected[i]) for i in (0, 2, 4)] == [nn.Linear] * 3
+    assert [type(model[i]) for i in (0, 2, 4)] == [eml_ops.Layer] * 3
+    assert list(mapping) == [nn.Conv1d]  # the user's dict is not changed
+
+
+def test_convert_with_a_user_mapping_as_on_the_original() -> None:
+    """The static flow's ``convert(mapping=)`` with the user's own nn.Linear entry."""
+    mapping = {**tq.get_default_static_quant_module_mappings()}
+    mapping.pop(eml_ops.Layer)  # as a user's dict written by hand: nn.Linear only
+
+    def flow(model: nn.Module) -> nn.Module:
+        torch.manual_seed(1)
+        model.eval().qconfig = tq.get_default_qconfig("x86")
+        prepared = tq.prepare(model)
+        with torch.no_grad():
+            prepared(torch.randn(16, 8))
+        return tq.convert(prepared, mapping=mapping)
+
+    model = assert_same_flow(flow, lambda: StubbedModel("plain"), torch.randn(6, 8),
+                             exact=False)
+    assert [type(model.body[i]) for i in (0, 2, 4)] == [torch.ao.nn.quantized.Linear] * 3
+    assert eml_ops.Layer not in mapping
 
 
 def test_quantize_dynamic_by_layer_type_as_by_nn_linear() -> None:
