@@ -140,7 +140,11 @@ def pytest_configure(config):
     print(f"sanitize.sh: testing {eml_ops._C.__file__}")
 EOF
 
-phase "op tests against build/sanitize"
+# The property tests draw hypothesis's "dev" budget here (60 examples each) unless
+# HYPOTHESIS_PROFILE says otherwise: the release run (make test) draws the "ci" budget under
+# CI; this run looks for memory errors on the paths those examples take.
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
+phase "op tests against build/sanitize (hypothesis profile $HYPOTHESIS_PROFILE)"
 tests=(tests/test_ops.py tests/test_errors.py tests/test_properties.py tests/test_reliability.py
        tests/test_threads.py)
 # tests/test_memory.py is left out on purpose: ASan's quarantine holds freed memory back

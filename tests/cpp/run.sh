@@ -21,7 +21,23 @@ g++ ${EXTRA_CXXFLAGS:-} "${objects[@]}" -pthread -o "$build/test_gemm"
 if [[ $# -gt 0 ]]; then
   exec "$build/test_gemm" "$@"
 fi
-"$build/test_gemm"
+# The problems split between EML_GEMM_TEST_SHARDS processes (default: MAX_JOBS, else the
+# CPUs), which run side by side; each prints its summary.
+shards="${EML_GEMM_TEST_SHARDS:-${MAX_JOBS:-$(nproc)}}"
+pids=()
+for ((shard = 0; shard < shards; shard++)); do
+  EML_GEMM_TEST_SHARD="$shard/$shards" "$build/test_gemm" > "$build/shard$shard.log" 2>&1 &
+  pids+=("$!")
+done
+failed=0
+for shard in "${!pids[@]}"; do
+  wait "${pids[$shard]}" || failed=1
+  cat "$build/shard$shard.log"
+done
+if [[ $failed -ne 0 ]]; then
+  echo "FAIL: a shard of test_gemm failed (above)" >&2
+  exit 1
+fi
 # The EML_OPS_ISA override, read once at start-up: an ISA the CPU has is taken; one it
 # lacks, or an unknown name, leaves the detected one.
 detected="$(env -u EML_OPS_ISA "$build/test_gemm" active-isa)"

@@ -241,6 +241,41 @@ Operand<T> make_operand(int64_t rows, int64_t cols, Layout layout, std::mt19937&
 int g_failures = 0;
 int64_t g_checks = 0;
 
+// run.sh splits the problems between processes: with EML_GEMM_TEST_SHARD=i/n this one checks
+// the problems (check_problem, check_compressed) that a greedy split by cost gives shard i;
+// the other checks run in every shard.
+struct Shard {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
+Shard shard_from_environment() {
+  Shard shard;
+  const char* text = std::getenv("EML_GEMM_TEST_SHARD");
+  if (text == nullptr) return shard;
+  long long index = 0, count = 0;
+  if (std::sscanf(text, "%lld/%lld", &index, &count) != 2 || count < 1 || index < 0 ||
+      index >= count) {
+    std::fprintf(stderr, "bad EML_GEMM_TEST_SHARD=%s (want i/n, 0 <= i < n)\n", text);
+    std::exit(2);
+  }
+  shard.index = index;
+  shard.count = count;
+  return shard;
+}
+
+const Shard g_shard = shard_from_environment();
+// The cost given to each shard so far: every process computes the same split.
+std::vector<double> g_shard_costs(static_cast<size_t>(g_shard.count), 0.0);
+
+// Whether the next problem, of about `cost` operations, is this shard's: the cheapest shard
+// so far takes it.
+bool in_this_shard(double cost) {
+  const auto cheapest = std::min_element(g_shard_costs.begin(), g_shard_costs.end());
+  *cheapest += cost;
+  return cheapest - g_shard_costs.begin() == g_shard.index;
+}
+
 // One problem: operands in given layouts and what the result must be.
 struct Problem {
   int64_t m, n, k;
@@ -292,6 +327,8 @@ bool close_enough(double got, double want, double bound) {
 template <typename T>
 void check_problem(const Problem& c, const std::vector<Variant>& variants, std::mt19937& rng,
                    bool poison = false) {
+  const double mnk = static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+  if (!in_this_shard((mnk + static_cast<double>(c.m * c.n) + 1) * (variants.size() + 1))) return;
   Operand<T> a = make_operand<T>(c.m, c.k, c.a_layout, rng);
   Operand<T> b = make_operand<T>(c.k, c.n, c.b_layout, rng);
   if (poison && c.m > 0 && c.k > 0 && c.n > 0) {  // one NaN in A, one infinity in B
@@ -697,6 +734,7 @@ void check_compressed(std::mt19937& rng) {
                                {7, 3, 0},     {0, 5, 4}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
+    if (!in_this_shard(static_cast<double>(m * n * k + m * n + 1) * 4 * isas().size())) continue;
     for (const bool transposed_a : {false, true}) {
       std::vector<float> a(static_cast<size_t>(m * k));
       for (float& value : a) value = static_cast<float>(dist(rng));
@@ -1032,6 +1070,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%d of %lld checks FAILED\n", g_failures,
                  static_cast<long long>(g_checks));
     return 1;
+  }
+  if (g_shard.count > 1) {
+    std::printf("shard %lld/%lld: ", static_cast<long long>(g_shard.index),
+                static_cast<long long>(g_shard.count));
   }
   std::printf("all %lld checks passed\n", static_cast<long long>(g_checks));
   return 0;
