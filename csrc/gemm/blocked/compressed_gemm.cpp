@@ -10,7 +10,6 @@
 #include "../bias_fill.h"
 #include "../isa.h"
 #include "blocked_gemm.h"
-#include "kernels.h"
 #include "partition.h"
 #include "tuning.h"
 #include "weight_kernels.h"
@@ -99,38 +98,20 @@ void scale_and_add_bias(OutputMatrix<float> c, int64_t first, int64_t end, const
   }
 }
 
-// C[:, first:end) on the packing-free path; A is contiguous along k (lda). With one tile of
-// rows, the weight tiles widen W in registers; with more, each k block of a W tile is
-// widened once into L1 and every row tile meets it in the float tiles (widening in the
-// tiles would redo it per row tile: 3 times at 8 rows, 11 at 32).
+// C[:, first:end) on the packing-free path; A is contiguous along k (lda).
 template <typename W>
 void dot_columns(const WeightKernels<W>& kernels, const float* a, int64_t lda,
                  ConstMatrixView<W> weight, OutputMatrix<float> c, int64_t first, int64_t end,
                  const float* scales, const float* bias) {
   const int64_t m = c.rows, k = weight.cols, ldw = weight.row_stride;
-  const bool widen_once = m > kDotRows;
-  const Kernels<float>& float_kernels = active_kernels<float>();
-  alignas(64) float widened[kDotCols * kDotDepth];  // a W tile's k block, row after row
   for (int64_t j = first; j < end; j += kDotCols) {
     const int64_t cols = std::min<int64_t>(kDotCols, end - j);
     for (int64_t pc = 0; pc < k; pc += kDotDepth) {
       const int64_t depth = std::min(kDotDepth, k - pc);
-      if (widen_once) {
-        for (int64_t col = 0; col < cols; ++col) {
-          kernels.widen(weight.data + (j + col) * ldw + pc, depth, widened + col * depth);
-        }
-      }
       for (int64_t i = 0, rows = 0; i < m; i += rows) {
         rows = next_tile_rows(m - i);
-        float* c_tile = c.data + i * c.ld + j;
-        if (widen_once) {
-          float_kernels.dot[rows - 1][cols - 1](depth, a + i * lda + pc, lda, widened, depth,
-                                                c_tile, c.ld, nullptr, pc > 0);
-        } else {
-          kernels.dot[rows - 1][cols - 1](depth, a + i * lda + pc, lda,
-                                          weight.data + j * ldw + pc, ldw, c_tile, c.ld, nullptr,
-                                          pc > 0);
-        }
+        kernels.dot[rows - 1][cols - 1](depth, a + i * lda + pc, lda, weight.data + j * ldw + pc,
+                                        ldw, c.data + i * c.ld + j, c.ld, nullptr, pc > 0);
       }
     }
     scale_and_add_bias(c, j, j + cols, scales, bias);  // while this tile of C is in cache

@@ -16,9 +16,7 @@ namespace eml::gemm {
 // products summed in float, the scale applied once to the sum (an epilogue), then bias.
 //
 // Few rows of A (m <= kCompressedDirectRows, serving and decoding): W is read in place,
-// once, by the dot tiles of the packing-free path: widened in registers for one tile of
-// rows (up to 3), else a k block of a few W rows at a time into L1, which every row tile
-// then reads as float. More rows: blocks
+// once, widened in registers by the dot tiles of the packing-free path. More rows: blocks
 // of W's rows are widened into a float buffer and multiplied by the blocked GEMM, whose
 // packing and cache blocking then pay off. Throws std::invalid_argument on mismatched
 // shapes or a W not contiguous along k.
