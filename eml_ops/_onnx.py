@@ -107,7 +107,8 @@ def _compressed_linear_symbolic(g: Any, input: Any, weight: Any, scales: Any,
 def register_torchscript_symbolics() -> None:
     """Register the TorchScript exporter's symbolics for our inference operators.
 
-    ATen's own ``aten::linear`` symbolic for ``eml::linear`` and ``eml::linear_forward``.
+    ``eml::linear`` and ``eml::linear_forward`` get ATen's own ``aten::linear`` symbolic,
+    ``eml::compressed_linear`` :func:`_compressed_linear_symbolic`.
     """
     from torch.onnx import register_custom_op_symbolic, symbolic_opset9
 

@@ -68,6 +68,7 @@ def as_linear(layer: Layer) -> nn.Linear:
     return linear
 
 
+@functools.cache  # one stand-in per quantised class: a user's mapping is read at every swap
 def _from_layer(quantized: type) -> type:
     """Make a stand-in for ``quantized`` in a mapping, whose ``from_float`` takes a Layer."""
     target_from_float = quantized.from_float
@@ -88,24 +89,18 @@ def _from_layer(quantized: type) -> type:
     return type(f"{quantized.__name__}FromLayer", (), namespace)
 
 
-@functools.cache
-def _from_layer_cached(quantized: type) -> type:
-    """One stand-in per quantised class (a user's mapping is read at every swap)."""
-    return _from_layer(quantized)
-
-
 def _register_mappings() -> None:
     for name in _MAPPINGS:
         mapping: dict[Callable, Any] = getattr(quantization_mappings, name)
         if nn.Linear in mapping and Layer not in mapping:
-            mapping[Layer] = _from_layer_cached(mapping[nn.Linear])
+            mapping[Layer] = _from_layer(mapping[nn.Linear])
 
 
 def with_layer_entry(mapping: dict[Any, Any]) -> dict[Any, Any]:
     """Give ``mapping`` with an entry for Layer made from nn.Linear's, if it lacks one."""
     if Layer in mapping or nn.Linear not in mapping:
         return mapping
-    return {**mapping, Layer: _from_layer_cached(mapping[nn.Linear])}
+    return {**mapping, Layer: _from_layer(mapping[nn.Linear])}
 
 
 def with_layer_keys(qconfig_dict: dict[Any, Any] | None) -> dict[Any, Any] | None:

@@ -124,16 +124,8 @@ def test_convert_with_a_user_mapping_as_on_the_original() -> None:
     mapping = {**tq.get_default_static_quant_module_mappings()}
     mapping.pop(eml_ops.Layer)  # as a user's dict written by hand: nn.Linear only
 
-    def flow(model: nn.Module) -> nn.Module:
-        torch.manual_seed(1)
-        model.eval().qconfig = tq.get_default_qconfig("x86")
-        prepared = tq.prepare(model)
-        with torch.no_grad():
-            prepared(torch.randn(16, 8))
-        return tq.convert(prepared, mapping=mapping)
-
-    model = assert_same_flow(flow, lambda: StubbedModel("plain"), torch.randn(6, 8),
-                             exact=False)
+    model = assert_same_flow(lambda m: static_flow(m, mapping), lambda: StubbedModel("plain"),
+                             torch.randn(6, 8), exact=False)
     assert [type(model.body[i]) for i in (0, 2, 4)] == [torch.ao.nn.quantized.Linear] * 3
     assert eml_ops.Layer not in mapping
 
@@ -174,14 +166,14 @@ class StubbedModel(nn.Module):
         return self.dequant(self.body(self.quant(x)))
 
 
-def static_flow(model: nn.Module) -> nn.Module:
+def static_flow(model: nn.Module, mapping: dict | None = None) -> nn.Module:
     torch.manual_seed(1)
     model.eval().qconfig = tq.get_default_qconfig("x86")
     prepared = tq.prepare(model)
     with torch.no_grad():
         for _ in range(4):
             prepared(torch.randn(16, 8))  # calibration
-    return tq.convert(prepared)
+    return tq.convert(prepared, mapping=mapping)
 
 
 def qat_flow(model: nn.Module) -> nn.Module:

@@ -276,6 +276,12 @@ bool in_this_shard(double cost) {
   return cheapest - g_shard_costs.begin() == g_shard.index;
 }
 
+// The cost of an m x n x k problem computed `runs` times, for in_this_shard.
+double problem_cost(int64_t m, int64_t n, int64_t k, size_t runs) {
+  const double mn = static_cast<double>(m) * static_cast<double>(n);
+  return (mn * static_cast<double>(k) + mn + 1) * static_cast<double>(runs);
+}
+
 // One problem: operands in given layouts and what the result must be.
 struct Problem {
   int64_t m, n, k;
@@ -327,8 +333,8 @@ bool close_enough(double got, double want, double bound) {
 template <typename T>
 void check_problem(const Problem& c, const std::vector<Variant>& variants, std::mt19937& rng,
                    bool poison = false) {
-  const double mnk = static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
-  if (!in_this_shard((mnk + static_cast<double>(c.m * c.n) + 1) * (variants.size() + 1))) return;
+  // The float64 reference, then each variant.
+  if (!in_this_shard(problem_cost(c.m, c.n, c.k, variants.size() + 1))) return;
   Operand<T> a = make_operand<T>(c.m, c.k, c.a_layout, rng);
   Operand<T> b = make_operand<T>(c.k, c.n, c.b_layout, rng);
   if (poison && c.m > 0 && c.k > 0 && c.n > 0) {  // one NaN in A, one infinity in B
@@ -734,7 +740,8 @@ void check_compressed(std::mt19937& rng) {
                                {7, 3, 0},     {0, 5, 4}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
-    if (!in_this_shard(static_cast<double>(m * n * k + m * n + 1) * 4 * isas().size())) continue;
+    // Two layouts of A, each on two thread counts in every ISA.
+    if (!in_this_shard(problem_cost(m, n, k, 4 * isas().size()))) continue;
     for (const bool transposed_a : {false, true}) {
       std::vector<float> a(static_cast<size_t>(m * k));
       for (float& value : a) value = static_cast<float>(dist(rng));
