@@ -28,6 +28,7 @@ THRESHOLD_NAMES = (
     "l3_share_bytes",
     "min_parallel_flops",
     "dot_max_rows",
+    "aliasing_row_bytes",
 )
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
@@ -112,6 +113,8 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     l3 = level(caches, "L3")
     assert values["l3_share_bytes"]["model"] == l3[0] // l3[3]
     assert values["min_parallel_flops"]["model"] == 2048 * FLOPS_PER_CYCLE[isa]
+    l1_size, l1_ways, l1_line, _ = level(caches, "L1d")
+    assert values["aliasing_row_bytes"]["model"] == way_bytes(l1_size, l1_ways, l1_line) // 2
 
 
 def test_text_report_names_every_value() -> None:
@@ -134,8 +137,9 @@ errors = []
 eml_ops.set_backend("blocked")
 torch.manual_seed(0)
 for dtype in (torch.float32, torch.float64):
-    # m, k past MC and KC, n past NC of the overrides; and a small, threaded product.
-    for m, k, n in ((101, 77, 90), (13, 250, 40)):
+    # m, k past MC and KC, n past NC of the overrides; a small, threaded product; and rows
+    # a multiple of the aliasing override apart (C staged).
+    for m, k, n in ((101, 77, 90), (13, 250, 40), (37, 100, 48)):
         x = torch.randn(m, k, dtype=dtype)
         w = torch.randn(n, k, dtype=dtype)
         b = torch.randn(n, dtype=dtype)
@@ -158,6 +162,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_MIN_PARALLEL_FLOPS": "1000",
         "EML_OPS_DOT_MAX_ROWS": "4",
         "EML_OPS_SHALLOW_BLOCK_BYTES": "4096",
+        "EML_OPS_ALIASING_ROW_BYTES": "64",
     }
     result = run_python(OVERRIDE_CHECK, **overrides)
     assert result.returncode == 0, result.stderr

@@ -29,6 +29,7 @@
 #include "gemm/blocked/compressed_gemm.h"
 #include "gemm/blocked/weight_kernels.h"
 #include "gemm/blocked/block_model.h"
+#include "gemm/blocked/packed_gemm.h"
 #include "gemm/blocked/partition.h"
 #include "gemm/blocked/tuning.h"
 #include "gemm/cache_info.h"
@@ -873,7 +874,8 @@ void test_block_model() {
     if (t.min_parallel_flops != c.min_parallel_flops ||
         t.shallow_block_bytes != known.l1d.size_bytes ||
         t.stream_b_bytes != known.l2.size_bytes ||
-        t.l3_share_bytes != known.l3.size_bytes / known.l3.sharing) {
+        t.l3_share_bytes != known.l3.size_bytes / known.l3.sharing ||
+        t.aliasing_row_bytes != known.l1d.size_bytes / known.l1d.ways / 2) {
       fail("thresholds differ from the caches and the ISA", where);
     }
   }
@@ -919,6 +921,39 @@ void check_model_blocks(std::mt19937& rng) {
                         false, true},
                        variants, rng);
       blocked::set_tuning_for_testing(nullptr);
+    }
+  }
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+// C's rows a multiple of aliasing_row_bytes apart, k past one KC block: the packed path
+// computes C in a staged buffer and copies it (packed_gemm.h). One and two row blocks, one
+// and more column widths, bias or not, one and two threads.
+template <typename T>
+void check_staged_c(std::mt19937& rng) {
+  using Acc = accumulator_t<T>;
+  const blocked::Tuning& t = blocked::tuning();
+  const blocked::CacheBlocks& blocks = t.blocks<Acc>();
+  const int64_t aliasing_cols = t.aliasing_row_bytes / static_cast<int64_t>(sizeof(Acc));
+  const int64_t two_row_blocks = (blocks.mc / 3 + 4) * 3;  // check_problem's ld is n here
+  const std::vector<Problem> problems = {
+      {99, aliasing_cols, blocks.kc + 37, Layout::row_major, Layout::col_major, true, false},
+      {two_row_blocks, 2 * aliasing_cols, 2 * blocks.kc + 5, Layout::row_major,
+       Layout::row_major, false, true},
+      {two_row_blocks, 3 * aliasing_cols, blocks.kc + 1, Layout::col_major, Layout::col_major,
+       true, false},
+  };
+  for (const Problem& c : problems) {
+    ++g_checks;
+    if (c.m % 3 != 0 || blocked::staged_c_ld<Acc>(c.m, c.n, c.k, c.n) == 0 ||
+        blocked::staged_c_ld<Acc>(c.m, c.n, c.k, c.n + 1) != 0 ||
+        blocked::staged_c_ld<Acc>(c.m, c.n, blocks.kc, c.n) != 0) {
+      fail("staged_c_ld: not the staged path", describe(c, {active_isa(), Path::packed, 1},
+                                                        type_name<T>()));
+    }
+    for (Isa isa : isas()) {
+      check_problem<T>(c, {{isa, Path::packed, 1}, {isa, Path::packed, 2}}, rng);
     }
   }
   set_active_isa(detected_isa());
@@ -1047,6 +1082,9 @@ int main(int argc, char** argv) {
     check_model_blocks<float>(model_rng);
     check_model_blocks<double>(model_rng);
     check_model_blocks<bfloat16_t>(model_rng);
+    check_staged_c<float>(model_rng);
+    check_staged_c<double>(model_rng);
+    check_staged_c<bfloat16_t>(model_rng);
   }
   run_tests<float>();
   run_tests<double>();

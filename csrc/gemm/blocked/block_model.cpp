@@ -84,6 +84,7 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa) {
   tuning.shallow_block_bytes = caches.l1d.size_bytes;
   tuning.stream_b_bytes = caches.l2.size_bytes;
   tuning.l3_share_bytes = caches.l3.share_bytes();
+  tuning.aliasing_row_bytes = std::max<int64_t>(1, way_bytes(caches.l1d) / 2);
   tuning.min_parallel_flops = static_cast<int64_t>(kForkJoinCycles * flops_per_cycle(isa));
   // Measured crossovers (Zen 3, Zen 5): the AVX-512 tile pairs beat the dot tiles on 16-32
   // rows x k >= 512 (Zen 5: 1.1-1.3x), so with them the dot tiles keep only up to 12 rows

@@ -66,6 +66,9 @@ struct Tuning {
   int64_t min_parallel_flops = 0;
   // The dot path (no packing) takes up to this many rows when k is deep (path.cpp).
   int64_t dot_max_rows = 0;
+  // C's rows a multiple of this many bytes apart share one or two L1 sets: the packed path
+  // then computes C in a buffer of another stride (packed_gemm.h). Half an L1 way.
+  int64_t aliasing_row_bytes = 0;
 
   template <typename T>
   const CacheBlocks& blocks() const {

@@ -1,6 +1,7 @@
 #include "packed_gemm.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "../int_math.h"
 #include "block_sizes.h"
@@ -22,6 +23,21 @@ int64_t balanced_block(int64_t extent, int64_t limit, int64_t unit) {
 
 }  // namespace
 
+template <typename T>
+int64_t staged_c_ld(int64_t m, int64_t n, int64_t k, int64_t ldc) {
+  const Tuning& limits = tuning();
+  const CacheBlocks& blocks = limits.blocks<T>();
+  const auto bytes = static_cast<int64_t>(sizeof(T));
+  const auto aliases = [&](int64_t ld) { return (ld * bytes) % limits.aliasing_row_bytes == 0; };
+  // C is visited once per KC block: the copy pays off from the second on.
+  if (!aliases(ldc) || k <= blocks.kc) return 0;
+  // Whole micro-tiles per row (NR values are one cache line), and a line more if those
+  // alias too.
+  int64_t ld = round_up(std::min(n, blocks.nc), BlockSizes<T>::nr);
+  if (aliases(ld)) ld += BlockSizes<T>::nr;
+  return m * ld * bytes <= limits.l3_share_bytes ? ld : 0;
+}
+
 template <typename S>
 void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
@@ -37,8 +53,14 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, blocks.mc), max_kc));
   T* packed_b = packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
 
+  // Where C's rows alias, each column block is computed in a buffer and then copied into C.
+  const int64_t staged_ld = staged_c_ld<T>(m, n, k, c.ld);
+  const bool staged = staged_ld != 0;
+  T* staged_c = staged ? staged_c_buffer<T>(m * staged_ld) : nullptr;
   for (int64_t jc = 0; jc < n; jc += blocks.nc) {
     const int64_t nc = std::min(blocks.nc, n - jc);
+    const OutputMatrix<T> c_block = staged ? OutputMatrix<T>{staged_c, m, nc, staged_ld}
+                                           : OutputMatrix<T>{c.data + jc, m, nc, c.ld};
     for (int64_t pc = 0; pc < k; pc += blocks.kc) {
       const int64_t kc = std::min(blocks.kc, k - pc);
       pack_b<S>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
@@ -53,12 +75,20 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
                    a.col_stride},
                   packed_a, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
         macro_kernel<T>(kernels.micro, kernels.micro_pair, kernels.micro_rows, kc, packed_a,
-                        packed_b, {c.data + ic * c.ld + jc, mc, nc, c.ld},
+                        packed_b, {c_block.data + ic * c_block.ld, mc, nc, c_block.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
+      }
+    }
+    if (staged) {
+      for (int64_t i = 0; i < m; ++i) {
+        std::memcpy(c.data + i * c.ld + jc, c_block.data + i * c_block.ld, nc * sizeof(T));
       }
     }
   }
 }
+
+template int64_t staged_c_ld<float>(int64_t, int64_t, int64_t, int64_t);
+template int64_t staged_c_ld<double>(int64_t, int64_t, int64_t, int64_t);
 
 #define EML_INSTANTIATE_PACKED(S)                                                          \
   template void packed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \

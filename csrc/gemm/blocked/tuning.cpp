@@ -23,7 +23,7 @@ constexpr const char* kKcNote = "L1d: A and B micro-panels in whole ways, one wa
 constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 
-const std::array<Field, 11> kFields = {{
+const std::array<Field, 12> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -40,6 +40,8 @@ const std::array<Field, 11> kFields = {{
      nullptr, "2048 cycles (a fork/join) x the ISA's flops per cycle"},
     {"dot_max_rows", "EML_OPS_DOT_MAX_ROWS", &Tuning::dot_max_rows, nullptr, nullptr,
      "measured crossover of the tile's packed kernel"},
+    {"aliasing_row_bytes", "EML_OPS_ALIASING_ROW_BYTES", &Tuning::aliasing_row_bytes, nullptr,
+     nullptr, "L1d: half a way (rows a multiple apart share one or two sets)"},
 }};
 
 int64_t& slot(Tuning& tuning, const Field& field) {

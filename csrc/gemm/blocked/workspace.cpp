@@ -22,6 +22,11 @@ T* packed_b_buffer(std::size_t elements) {
   return static_cast<T*>(thread_buffer<T, 1>().reserve(elements * sizeof(T)));
 }
 
+template <typename T>
+T* staged_c_buffer(std::size_t elements) {
+  return static_cast<T*>(thread_buffer<T, 3>().reserve(elements * sizeof(T)));
+}
+
 float* accumulator_buffer(std::size_t elements) {
   return static_cast<float*>(thread_buffer<float, 2>().reserve(elements * sizeof(float)));
 }
@@ -30,5 +35,7 @@ template float* packed_a_buffer<float>(std::size_t);
 template double* packed_a_buffer<double>(std::size_t);
 template float* packed_b_buffer<float>(std::size_t);
 template double* packed_b_buffer<double>(std::size_t);
+template float* staged_c_buffer<float>(std::size_t);
+template double* staged_c_buffer<double>(std::size_t);
 
 }  // namespace eml::gemm::blocked

@@ -15,6 +15,9 @@ template <typename T>
 T* packed_a_buffer(std::size_t elements);
 template <typename T>
 T* packed_b_buffer(std::size_t elements);
+// The calling thread's buffer for C staged away from an aliasing row stride (packed_gemm.cpp).
+template <typename T>
+T* staged_c_buffer(std::size_t elements);
 // The calling thread's float buffer for the float results of 16-bit GEMMs, before
 // they are rounded (its size is bounded by the caller, blocked_gemm.cpp).
 float* accumulator_buffer(std::size_t elements);
