@@ -1,7 +1,8 @@
 // Per-thread scratch memory for packed blocks, reused across calls.
 //
-// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B), never by
-// the problem, so a thread allocates at most once per buffer and then reuses it.
+// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B) or by the
+// thread's L3 share (staged C), never by the problem, so a thread allocates at most
+// once per buffer and then reuses it.
 #pragma once
 
 #include <cstddef>
