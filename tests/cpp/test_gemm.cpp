@@ -20,6 +20,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "gemm/backend.h"
@@ -35,6 +36,7 @@
 #include "gemm/cache_info.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
+#include "gemm/int_math.h"
 #include "gemm/isa.h"
 #include "gemm/peak.h"
 #include "gemm/run.h"
@@ -929,14 +931,34 @@ void check_model_blocks(std::mt19937& rng) {
 
 // C's rows a multiple of aliasing_row_bytes apart, k past one KC block: the packed path
 // computes C in a staged buffer and copies it (packed_gemm.h). One and two row blocks, one
-// and more column widths, bias or not, one and two threads.
+// and more column widths, bias or not, one and two threads; and an L3 share too small for
+// the whole width, so that the column blocks are narrowed (or C is not staged at all).
 template <typename T>
 void check_staged_c(std::mt19937& rng) {
   using Acc = accumulator_t<T>;
   const blocked::Tuning& t = blocked::tuning();
   const blocked::CacheBlocks& blocks = t.blocks<Acc>();
-  const int64_t aliasing_cols = t.aliasing_row_bytes / static_cast<int64_t>(sizeof(Acc));
+  const auto bytes = static_cast<int64_t>(sizeof(Acc));
+  const int64_t aliasing_cols = t.aliasing_row_bytes / bytes;
   const int64_t two_row_blocks = (blocks.mc / 3 + 4) * 3;  // check_problem's ld is n here
+  const auto check = [&](const Problem& c, int64_t want_cols) {
+    ++g_checks;
+    const blocked::StagedC staging = blocked::staged_c<Acc>(c.m, c.n, c.k, c.n);
+    const blocked::Tuning& in_use = blocked::tuning();
+    const bool ld_aliases =
+        staging.cols != 0 && (staging.ld * bytes) % in_use.aliasing_row_bytes == 0;
+    const bool bad_ld = staging.ld < staging.cols || ld_aliases ||
+                        c.m * staging.ld * bytes > in_use.l3_share_bytes;
+    if (c.m % 3 != 0 || staging.cols != want_cols || bad_ld ||
+        blocked::staged_c<Acc>(c.m, c.n, c.k, c.n + 1).cols != 0 ||
+        blocked::staged_c<Acc>(c.m, c.n, blocks.kc, c.n).cols != 0) {
+      fail("staged_c: not the expected staging", describe(c, {active_isa(), Path::packed, 1},
+                                                          type_name<T>()));
+    }
+    for (Isa isa : isas()) {
+      check_problem<T>(c, {{isa, Path::packed, 1}, {isa, Path::packed, 2}}, rng);
+    }
+  };
   const std::vector<Problem> problems = {
       {99, aliasing_cols, blocks.kc + 37, Layout::row_major, Layout::col_major, true, false},
       {two_row_blocks, 2 * aliasing_cols, 2 * blocks.kc + 5, Layout::row_major,
@@ -945,17 +967,22 @@ void check_staged_c(std::mt19937& rng) {
        true, false},
   };
   for (const Problem& c : problems) {
-    ++g_checks;
-    if (c.m % 3 != 0 || blocked::staged_c_ld<Acc>(c.m, c.n, c.k, c.n) == 0 ||
-        blocked::staged_c_ld<Acc>(c.m, c.n, c.k, c.n + 1) != 0 ||
-        blocked::staged_c_ld<Acc>(c.m, c.n, blocks.kc, c.n) != 0) {
-      fail("staged_c_ld: not the staged path", describe(c, {active_isa(), Path::packed, 1},
-                                                        type_name<T>()));
-    }
-    for (Isa isa : isas()) {
-      check_problem<T>(c, {{isa, Path::packed, 1}, {isa, Path::packed, 2}}, rng);
-    }
+    check(c, std::min(c.n, blocks.nc));  // these widths are multiples of NR
   }
+  // An L3 share of 12 rows of 2 minimum blocks: 4 minimum blocks become 3 balanced ones.
+  const int64_t min_cols = blocked::kMinStagedBlockBytes / bytes;
+  const int64_t nr = std::is_same_v<Acc, double> ? 8 : 16;  // one cache line
+  const Problem wide{12, 4 * min_cols, blocks.kc + 9, Layout::row_major, Layout::col_major,
+                     true, false};
+  blocked::Tuning small_share = t;
+  (std::is_same_v<Acc, double> ? small_share.f64 : small_share.f32).nc = wide.n;
+  small_share.l3_share_bytes = wide.m * (2 * min_cols) * bytes;
+  blocked::set_tuning_for_testing(&small_share);
+  check(wide, round_up(ceil_div(wide.n, 3), nr));
+  // Too small for a minimum block: C is computed in place.
+  small_share.l3_share_bytes = wide.m * min_cols * bytes;
+  check(wide, 0);
+  blocked::set_tuning_for_testing(nullptr);
   set_active_isa(detected_isa());
   blocked::force_path(Path::automatic);
 }

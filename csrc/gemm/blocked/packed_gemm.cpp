@@ -24,18 +24,24 @@ int64_t balanced_block(int64_t extent, int64_t limit, int64_t unit) {
 }  // namespace
 
 template <typename T>
-int64_t staged_c_ld(int64_t m, int64_t n, int64_t k, int64_t ldc) {
+StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc) {
   const Tuning& limits = tuning();
   const CacheBlocks& blocks = limits.blocks<T>();
+  constexpr int64_t nr = BlockSizes<T>::nr;
   const auto bytes = static_cast<int64_t>(sizeof(T));
   const auto aliases = [&](int64_t ld) { return (ld * bytes) % limits.aliasing_row_bytes == 0; };
   // C is visited once per KC block: the copy pays off from the second on.
-  if (!aliases(ldc) || k <= blocks.kc) return 0;
+  if (!aliases(ldc) || k <= blocks.kc) return {};
+  // The widest multiple of NR whose m rows fit the L3 share with a line of padding (below).
+  const int64_t fitting_cols = (limits.l3_share_bytes / (m * bytes) - nr) / nr * nr;
+  if (fitting_cols < nr) return {};
+  const int64_t cols = balanced_block(n, std::min(blocks.nc, fitting_cols), nr);
+  if (cols < n && cols * bytes < kMinStagedBlockBytes) return {};
   // Whole micro-tiles per row (NR values are one cache line), and a line more if those
   // alias too.
-  int64_t ld = round_up(std::min(n, blocks.nc), BlockSizes<T>::nr);
-  if (aliases(ld)) ld += BlockSizes<T>::nr;
-  return m * ld * bytes <= limits.l3_share_bytes ? ld : 0;
+  int64_t ld = round_up(cols, nr);
+  if (aliases(ld)) ld += nr;
+  return {cols, ld};
 }
 
 template <typename S>
@@ -44,22 +50,22 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   using T = Acc<S>;
   const CacheBlocks& limits = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
+  // Where C's rows alias, each column block is computed in a buffer and then copied into C.
+  const StagedC staging = staged_c<T>(m, n, k, c.ld);
+  const bool staged = staging.cols != 0;
   const CacheBlocks blocks{balanced_block(m, limits.mc, BlockSizes<T>::mr),
                            balanced_block(k, limits.kc, 1),
-                           balanced_block(n, limits.nc, BlockSizes<T>::nr)};
+                           staged ? staging.cols : balanced_block(n, limits.nc, BlockSizes<T>::nr)};
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
   // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
   const int64_t max_kc = std::min(k, blocks.kc);
   T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, blocks.mc), max_kc));
   T* packed_b = packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
 
-  // Where C's rows alias, each column block is computed in a buffer and then copied into C.
-  const int64_t staged_ld = staged_c_ld<T>(m, n, k, c.ld);
-  const bool staged = staged_ld != 0;
-  T* staged_c = staged ? staged_c_buffer<T>(m * staged_ld) : nullptr;
+  T* staged_c_data = staged ? staged_c_buffer<T>(m * staging.ld) : nullptr;
   for (int64_t jc = 0; jc < n; jc += blocks.nc) {
     const int64_t nc = std::min(blocks.nc, n - jc);
-    const OutputMatrix<T> c_block = staged ? OutputMatrix<T>{staged_c, m, nc, staged_ld}
+    const OutputMatrix<T> c_block = staged ? OutputMatrix<T>{staged_c_data, m, nc, staging.ld}
                                            : OutputMatrix<T>{c.data + jc, m, nc, c.ld};
     for (int64_t pc = 0; pc < k; pc += blocks.kc) {
       const int64_t kc = std::min(blocks.kc, k - pc);
@@ -87,8 +93,8 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   }
 }
 
-template int64_t staged_c_ld<float>(int64_t, int64_t, int64_t, int64_t);
-template int64_t staged_c_ld<double>(int64_t, int64_t, int64_t, int64_t);
+template StagedC staged_c<float>(int64_t, int64_t, int64_t, int64_t);
+template StagedC staged_c<double>(int64_t, int64_t, int64_t, int64_t);
 
 #define EML_INSTANTIATE_PACKED(S)                                                          \
   template void packed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \

@@ -6,13 +6,21 @@
 
 namespace eml::gemm::blocked {
 
-// The row stride of the buffer that packed_gemm computes C's column blocks in, then copies
-// into C: where C's rows are a multiple of tuning().aliasing_row_bytes apart (they would
-// share one or two L1 sets, and a tile's rows and the packed panels evict each other), k
-// spans more than one KC block and the m x NC buffer fits this thread's L3 share. 0 (compute
-// in C) otherwise. T: float or double.
+// Where C's rows are a multiple of tuning().aliasing_row_bytes apart (they would share one
+// or two L1 sets, and a tile's rows and the packed panels evict each other) and k spans more
+// than one KC block, packed_gemm computes each column block of C in a buffer of another row
+// stride and copies it into C. The m x cols buffer must fit this thread's L3 share: where the
+// column block does not, it is narrowed, down to kMinStagedBlockBytes per row.
+struct StagedC {
+  int64_t cols = 0;  // the column block; 0: C is computed in place
+  int64_t ld = 0;    // the buffer's row stride
+};
+// Narrower blocks repack A more often than the staging saves (Zen 3, float: 1024 columns
+// gain, 512 break even).
+inline constexpr int64_t kMinStagedBlockBytes = 4096;
+// T: float or double.
 template <typename T>
-int64_t staged_c_ld(int64_t m, int64_t n, int64_t k, int64_t ldc);
+StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc);
 
 // C = A·B (+ bias) on the calling thread. If row_sums is set it receives A's row
 // sums, accumulated while packing A for the first NC column block only. 16-bit S:
