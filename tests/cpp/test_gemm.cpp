@@ -933,6 +933,8 @@ void check_model_blocks(std::mt19937& rng) {
 // computes C in a staged buffer and copies it (packed_gemm.h). One and two row blocks, one
 // and more column widths, bias or not, one and two threads; and an L3 share too small for
 // the whole width, so that the column blocks are narrowed (or C is not staged at all).
+// 16-bit T: the decision for their float results, and the product, whose float results
+// are computed at a row stride that does not alias (blocked_gemm.cpp), not staged.
 template <typename T>
 void check_staged_c(std::mt19937& rng) {
   using Acc = accumulator_t<T>;

@@ -64,8 +64,10 @@ void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
   const int64_t block_cols = std::min(n, max_block_cols(blocks));
   const int64_t block_rows =
       std::min(m, std::max(blocks.mc, kAccumulatorElements / block_cols));
-  float* results = accumulator_buffer(static_cast<size_t>(block_rows * (block_cols + 1)));
-  float* sums = results + block_rows * block_cols;
+  // Rows that do not alias, so that the packed path need not stage them again.
+  const int64_t results_ld = unaliased_ld<float>(block_cols);
+  float* results = accumulator_buffer(static_cast<size_t>(block_rows * (results_ld + 1)));
+  float* sums = results + block_rows * results_ld;
   for (int64_t first_col = 0; first_col < n; first_col += block_cols) {
     const int64_t cols = std::min(block_cols, n - first_col);
     const ConstMatrixView<S> block_b{b.data + first_col * b.col_stride, k, cols, b.row_stride,
@@ -76,10 +78,11 @@ void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
       const ConstMatrixView<S> block_a{a.data + first_row * a.row_stride, rows, k, a.row_stride,
                                        a.col_stride};
       gemm_on_this_thread(kernels, block_a, block_b,
-                          OutputMatrix<float>{results, rows, cols, cols},
+                          OutputMatrix<float>{results, rows, cols, results_ld},
                           bias != nullptr ? bias + first_col : nullptr, sum_rows ? sums : nullptr);
       for (int64_t i = 0; i < rows; ++i) {
-        kernels.narrow(results + i * cols, cols, c.data + (first_row + i) * c.ld + first_col);
+        kernels.narrow(results + i * results_ld, cols,
+                       c.data + (first_row + i) * c.ld + first_col);
       }
       if (sum_rows) kernels.narrow(sums, rows, row_sums + first_row);
     }

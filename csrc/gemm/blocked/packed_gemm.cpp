@@ -32,16 +32,19 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc) {
   const auto aliases = [&](int64_t ld) { return (ld * bytes) % limits.aliasing_row_bytes == 0; };
   // C is visited once per KC block: the copy pays off from the second on.
   if (!aliases(ldc) || k <= blocks.kc) return {};
-  // The widest multiple of NR whose m rows fit the L3 share with a line of padding (below).
+  // The widest multiple of NR whose m rows fit the L3 share with a line of padding.
   const int64_t fitting_cols = (limits.l3_share_bytes / (m * bytes) - nr) / nr * nr;
   if (fitting_cols < nr) return {};
   const int64_t cols = balanced_block(n, std::min(blocks.nc, fitting_cols), nr);
   if (cols < n && cols * bytes < kMinStagedBlockBytes) return {};
-  // Whole micro-tiles per row (NR values are one cache line), and a line more if those
-  // alias too.
-  int64_t ld = round_up(cols, nr);
-  if (aliases(ld)) ld += nr;
-  return {cols, ld};
+  return {cols, unaliased_ld<T>(cols)};
+}
+
+template <typename T>
+int64_t unaliased_ld(int64_t cols) {
+  constexpr int64_t nr = BlockSizes<T>::nr;
+  const int64_t ld = round_up(cols, nr);
+  return (ld * static_cast<int64_t>(sizeof(T))) % tuning().aliasing_row_bytes == 0 ? ld + nr : ld;
 }
 
 template <typename S>
@@ -95,6 +98,8 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
 
 template StagedC staged_c<float>(int64_t, int64_t, int64_t, int64_t);
 template StagedC staged_c<double>(int64_t, int64_t, int64_t, int64_t);
+template int64_t unaliased_ld<float>(int64_t);
+template int64_t unaliased_ld<double>(int64_t);
 
 #define EML_INSTANTIATE_PACKED(S)                                                          \
   template void packed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \

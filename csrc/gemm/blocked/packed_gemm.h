@@ -22,6 +22,11 @@ inline constexpr int64_t kMinStagedBlockBytes = 4096;
 template <typename T>
 StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc);
 
+// A row stride for `cols` values of T whose rows do not alias: whole micro-tiles (NR values,
+// one cache line) per row, and a line more if those alias too.
+template <typename T>
+int64_t unaliased_ld(int64_t cols);
+
 // C = A·B (+ bias) on the calling thread. If row_sums is set it receives A's row
 // sums, accumulated while packing A for the first NC column block only. 16-bit S:
 // A and B are widened while packed; C, bias and row sums are float (Acc<S>).
