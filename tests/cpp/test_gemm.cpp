@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gemm/backend.h"
+#include "gemm/blocked/block_sizes.h"
 #include "gemm/blocked/blocked_gemm.h"
 #include "gemm/blocked/kernels.h"
 #include "gemm/blocked/path.h"
@@ -973,7 +974,7 @@ void check_staged_c(std::mt19937& rng) {
   }
   // An L3 share of 12 rows of 2 minimum blocks: 4 minimum blocks become 3 balanced ones.
   const int64_t min_cols = blocked::kMinStagedBlockBytes / bytes;
-  const int64_t nr = std::is_same_v<Acc, double> ? 8 : 16;  // one cache line
+  const int64_t nr = blocked::BlockSizes<Acc>::nr;
   const Problem wide{12, 4 * min_cols, blocks.kc + 9, Layout::row_major, Layout::col_major,
                      true, false};
   blocked::Tuning small_share = t;

@@ -21,6 +21,12 @@ int64_t balanced_block(int64_t extent, int64_t limit, int64_t unit) {
   return std::min(limit, round_up(even, unit));
 }
 
+// Whether rows `ld` values of T apart share L1 sets (a multiple of aliasing_row_bytes).
+template <typename T>
+bool rows_alias(int64_t ld) {
+  return (ld * static_cast<int64_t>(sizeof(T))) % tuning().aliasing_row_bytes == 0;
+}
+
 }  // namespace
 
 template <typename T>
@@ -29,9 +35,8 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc) {
   const CacheBlocks& blocks = limits.blocks<T>();
   constexpr int64_t nr = BlockSizes<T>::nr;
   const auto bytes = static_cast<int64_t>(sizeof(T));
-  const auto aliases = [&](int64_t ld) { return (ld * bytes) % limits.aliasing_row_bytes == 0; };
   // C is visited once per KC block: the copy pays off from the second on.
-  if (!aliases(ldc) || k <= blocks.kc) return {};
+  if (!rows_alias<T>(ldc) || k <= blocks.kc) return {};
   // The widest multiple of NR whose m rows fit the L3 share with a line of padding.
   const int64_t fitting_cols = (limits.l3_share_bytes / (m * bytes) - nr) / nr * nr;
   if (fitting_cols < nr) return {};
@@ -44,7 +49,7 @@ template <typename T>
 int64_t unaliased_ld(int64_t cols) {
   constexpr int64_t nr = BlockSizes<T>::nr;
   const int64_t ld = round_up(cols, nr);
-  return (ld * static_cast<int64_t>(sizeof(T))) % tuning().aliasing_row_bytes == 0 ? ld + nr : ld;
+  return rows_alias<T>(ld) ? ld + nr : ld;
 }
 
 template <typename S>
