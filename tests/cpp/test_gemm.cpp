@@ -939,6 +939,9 @@ void check_model_blocks(std::mt19937& rng) {
 template <typename T>
 void check_staged_c(std::mt19937& rng) {
   using Acc = accumulator_t<T>;
+  // The problems are built from the detected ISA's blocks, and each check runs the GEMM
+  // under every ISA, leaving the last one active: the staging is asked of the detected one.
+  set_active_isa(detected_isa());
   const blocked::Tuning& t = blocked::tuning();
   const blocked::CacheBlocks& blocks = t.blocks<Acc>();
   const auto bytes = static_cast<int64_t>(sizeof(Acc));
@@ -946,6 +949,7 @@ void check_staged_c(std::mt19937& rng) {
   const int64_t two_row_blocks = (blocks.mc / 3 + 4) * 3;  // check_problem's ld is n here
   const auto check = [&](const Problem& c, int64_t want_cols) {
     ++g_checks;
+    set_active_isa(detected_isa());
     const blocked::StagedC staging = blocked::staged_c<Acc>(c.m, c.n, c.k, c.n);
     const blocked::Tuning& in_use = blocked::tuning();
     const bool ld_aliases =

@@ -55,6 +55,7 @@ const Kernels<S>& avx512_kernels() {
   static const Kernels<S> kernels = [] {
     Kernels<S> table = avx2_kernels<S>();
     table.micro_pair = avx512_micro_kernel_pair<Acc<S>>();
+    if constexpr (!is_half_v<S>) set_avx512_dot_tiles(table);
     return table;
   }();
   return kernels;

@@ -1,5 +1,6 @@
 // Thin AVX-512F vector wrappers for the AVX-512 micro-kernels (the same interface as the
-// parts of simd_avx2.h that microkernel_impl.h uses): float (16 lanes), double (8).
+// parts of simd_avx2.h that microkernel_impl.h uses) and dot tiles (direct_avx512.cpp):
+// float (16 lanes), double (8).
 //
 // Include only from the *_avx512.cpp files: every function here carries the avx512f
 // target attribute, and callers must carry it too.
@@ -28,6 +29,11 @@ struct Vec<float> {
   static EML_AVX512_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static EML_AVX512_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
   static EML_AVX512_INLINE void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  // The first `count` (< lanes) values from p, zeros after them (nothing past them is read).
+  static EML_AVX512_INLINE V maskload(const float* p, int count) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p);
+  }
+  static EML_AVX512_INLINE float sum(V v) { return _mm512_reduce_add_ps(v); }
 };
 
 template <>
@@ -42,6 +48,10 @@ struct Vec<double> {
   static EML_AVX512_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static EML_AVX512_INLINE V add(V a, V b) { return _mm512_add_pd(a, b); }
   static EML_AVX512_INLINE void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static EML_AVX512_INLINE V maskload(const double* p, int count) {
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << count) - 1), p);
+  }
+  static EML_AVX512_INLINE double sum(V v) { return _mm512_reduce_add_pd(v); }
 };
 
 }  // namespace eml::gemm::blocked::avx512

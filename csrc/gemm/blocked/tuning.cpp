@@ -39,7 +39,7 @@ const std::array<Field, 12> kFields = {{
     {"min_parallel_flops", "EML_OPS_MIN_PARALLEL_FLOPS", &Tuning::min_parallel_flops, nullptr,
      nullptr, "2048 cycles (a fork/join) x the ISA's flops per cycle"},
     {"dot_max_rows", "EML_OPS_DOT_MAX_ROWS", &Tuning::dot_max_rows, nullptr, nullptr,
-     "measured crossover of the tile's packed kernel"},
+     "measured crossover of the dot and the packed tiles"},
     {"aliasing_row_bytes", "EML_OPS_ALIASING_ROW_BYTES", &Tuning::aliasing_row_bytes, nullptr,
      nullptr, "L1d: half a way (rows a multiple apart share one or two sets)"},
 }};

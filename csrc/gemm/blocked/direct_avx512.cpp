@@ -1,0 +1,144 @@
+// Packing-free dot tiles of 2 and 3 rows with AVX-512F, for float and double: the dot tile
+// of direct_avx2.cpp at twice the width. A product of a few rows (Y = X·W^T at a small
+// batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
+// ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
+// GFLOP/s). The broadcast and stream tiles, one-row dot tiles, and 16-bit or compressed
+// operands stay with the AVX2 file.
+#include "direct_tiles.h"
+#include "kernels.h"
+
+#if EML_GEMM_X86
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "simd_avx512.h"
+
+namespace eml::gemm::blocked {
+namespace {
+
+// How far ahead of its loads a tile prefetches each row of B: the hardware prefetcher alone
+// kept too few of B's lines in flight from memory (Zen 5, 4 to 12 rows of A: 1.1-1.4x with
+// it). An address, not a pointer: it may lie past B's end, which a prefetch may touch.
+constexpr std::uintptr_t kAheadBytes = 1536;
+
+template <typename T>
+EML_AVX512_INLINE void prefetch_ahead(const T* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + kAheadBytes),
+               _MM_HINT_T0);
+}
+
+// Elements from p to the next 64-byte boundary (0 when p is on one).
+template <typename T>
+int lanes_to_line(const T* p) {
+  constexpr std::uintptr_t kLine = 64;
+  const std::uintptr_t past = reinterpret_cast<std::uintptr_t>(p) % kLine;
+  return past == 0 ? 0 : static_cast<int>((kLine - past) / sizeof(T));
+}
+
+// C[r, j] (+)= the dot product of A row r and B row j along k, for an R x C tile: vector
+// accumulators, reduced at the end. Small tiles keep U = 2 sets of accumulators (even and
+// odd steps), so that at least 8 FMA chains are in flight.
+template <typename T, int R, int C>
+EML_TARGET_AVX512 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                                T* c, int64_t ldc, const T* bias, bool accumulate) {
+  using VT = avx512::Vec<T>;
+  using V = typename VT::V;
+  constexpr int L = VT::lanes;
+  constexpr int U = R * C < 8 ? 2 : 1;
+  V acc[U][R][C];
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) acc[u][r][j] = VT::zero();
+    }
+  }
+  // A first, masked step up to B's next 64-byte boundary, when that is one for all of B's
+  // rows: a 64-byte load across two cache lines costs two, and B is the operand streamed
+  // from memory.
+  int64_t p = 0;
+  const int head = ldb % L == 0 ? lanes_to_line<T>(b) : 0;
+  if (head > 0 && head < k) {
+    V av[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda, head);
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      const V bv = VT::maskload(b + j * ldb, head);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
+    }
+    p = head;
+  }
+  for (; p + U * L <= k; p += U * L) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      V av[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) av[r] = VT::loadu(a + r * lda + p + u * L);
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) {
+        prefetch_ahead(b + j * ldb + p + u * L);
+        const V bv = VT::loadu(b + j * ldb + p + u * L);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[u][r][j] = VT::fma(av[r], bv, acc[u][r][j]);
+      }
+    }
+  }
+  for (; p < k; p += L) {  // the rest, masked: lanes past k load as 0 and add nothing
+    const int lanes = static_cast<int>(k - p < L ? k - p : L);
+    V av[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda + p, lanes);
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      const V bv = VT::maskload(b + j * ldb + p, lanes);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    T* c_row = c + r * ldc;
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      const T sum = VT::sum(U == 2 ? VT::add(acc[0][r][j], acc[U - 1][r][j]) : acc[0][r][j]);
+      if (accumulate) {
+        c_row[j] += sum;
+      } else {
+        c_row[j] = bias != nullptr ? sum + bias[j] : sum;
+      }
+    }
+  }
+}
+
+// This file's tiles, for set_dot_tiles (direct_tiles.h): A and B of one type.
+struct Avx512Tiles {
+  template <typename S, typename SB, int R, int C>
+  static DotTile<S, SB> dot() {
+    static_assert(std::is_same_v<S, SB>, "AVX-512 dot tiles read A and B of one type");
+    return &dot_tile<S, R, C>;
+  }
+};
+
+}  // namespace
+
+template <typename T>
+void set_avx512_dot_tiles(Kernels<T>& kernels) {
+  // Tiles of one row (a matrix-vector product) keep the AVX2 ones, which streamed B from
+  // memory faster there (Zen 5, 1x4096x4096: 15.4 against 14.0 GFLOP/s).
+  static_assert(kDotRows == 3, "the rows set here");
+  constexpr auto columns = std::make_integer_sequence<int, kDotCols>{};
+  direct_tiles::set_dot_row<Avx512Tiles, T, T, 2>(kernels.dot, columns);
+  direct_tiles::set_dot_row<Avx512Tiles, T, T, 3>(kernels.dot, columns);
+}
+
+template void set_avx512_dot_tiles<float>(Kernels<float>&);
+template void set_avx512_dot_tiles<double>(Kernels<double>&);
+
+}  // namespace eml::gemm::blocked
+
+#endif
