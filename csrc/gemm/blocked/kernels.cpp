@@ -56,6 +56,7 @@ const Kernels<S>& avx512_kernels() {
     Kernels<S> table = avx2_kernels<S>();
     table.micro_pair = avx512_micro_kernel_pair<Acc<S>>();
     if constexpr (!is_half_v<S>) set_avx512_dot_tiles(table);
+    if constexpr (std::is_same_v<S, float>) set_avx512_packing(table);
     return table;
   }();
   return kernels;

@@ -107,7 +107,8 @@ const Kernels<S>& generic_kernels();
 template <typename S>
 const Kernels<S>& avx2_kernels();
 // Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernel
-// and, for float and double, the AVX-512 dot tiles of 2 and 3 rows.
+// and, for float and double, the AVX-512 dot tiles of 2 and 3 rows (for float also the
+// transposing pack of B).
 template <typename S>
 const Kernels<S>& avx512_kernels();
 #endif
@@ -117,7 +118,8 @@ template <typename S>
 const Kernels<S>& active_kernels();
 
 // The pieces, one ISA per file: microkernel_{generic,avx2,avx512}.cpp (the last two from
-// microkernel_impl.h), direct_{generic,avx2,avx512}.cpp, packing_avx2.cpp, convert_{generic,avx2}.cpp.
+// microkernel_impl.h), direct_{generic,avx2,avx512}.cpp, packing_{avx2,avx512}.cpp,
+// convert_{generic,avx2}.cpp.
 template <typename T>
 MicroKernel<T> generic_micro_kernel();
 template <typename S>
@@ -137,6 +139,7 @@ template <typename T>
 void set_avx512_dot_tiles(Kernels<T>& kernels);  // float and double; 2 and 3 rows
 template <typename S>
 void set_avx2_packing(Kernels<S>& kernels);
+void set_avx512_packing(Kernels<float>& kernels);  // the transposing pack of B panels
 template <typename S>
 void set_avx2_conversions(Kernels<S>& kernels);  // 16-bit S only
 #endif
