@@ -9,6 +9,7 @@
 
 #if EML_GEMM_X86
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -37,6 +38,28 @@ int lanes_to_line(const T* p) {
   return past == 0 ? 0 : static_cast<int>((kLine - past) / sizeof(T));
 }
 
+// acc[r][j] += A row r times B row j over the L steps from p, or over the first `count`
+// of them when MASKED (lanes past those load as 0 and add nothing). Unmasked steps
+// prefetch B's rows ahead.
+template <typename T, int R, int C, bool MASKED>
+EML_AVX512_INLINE void dot_steps(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t p,
+                                 int count, typename avx512::Vec<T>::V (&acc)[R][C]) {
+  using VT = avx512::Vec<T>;
+  typename VT::V av[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    av[r] = MASKED ? VT::maskload(a + r * lda + p, count) : VT::loadu(a + r * lda + p);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < C; ++j) {
+    const T* b_row = b + j * ldb + p;
+    if constexpr (!MASKED) prefetch_ahead(b_row);
+    const auto bv = MASKED ? VT::maskload(b_row, count) : VT::loadu(b_row);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r][j] = VT::fma(av[r], bv, acc[r][j]);
+  }
+}
+
 // C[r, j] (+)= the dot product of A row r and B row j along k, for an R x C tile: vector
 // accumulators, reduced at the end. Small tiles keep U = 2 sets of accumulators (even and
 // odd steps), so that at least 8 FMA chains are in flight.
@@ -62,43 +85,16 @@ EML_TARGET_AVX512 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, 
   int64_t p = 0;
   const int head = ldb % L == 0 ? lanes_to_line<T>(b) : 0;
   if (head > 0 && head < k) {
-    V av[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda, head);
-#pragma GCC unroll 4
-    for (int j = 0; j < C; ++j) {
-      const V bv = VT::maskload(b + j * ldb, head);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
-    }
+    dot_steps<T, R, C, true>(a, lda, b, ldb, 0, head, acc[0]);
     p = head;
   }
   for (; p + U * L <= k; p += U * L) {
 #pragma GCC unroll 2
-    for (int u = 0; u < U; ++u) {
-      V av[R];
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) av[r] = VT::loadu(a + r * lda + p + u * L);
-#pragma GCC unroll 4
-      for (int j = 0; j < C; ++j) {
-        prefetch_ahead(b + j * ldb + p + u * L);
-        const V bv = VT::loadu(b + j * ldb + p + u * L);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) acc[u][r][j] = VT::fma(av[r], bv, acc[u][r][j]);
-      }
-    }
+    for (int u = 0; u < U; ++u) dot_steps<T, R, C, false>(a, lda, b, ldb, p + u * L, L, acc[u]);
   }
-  for (; p < k; p += L) {  // the rest, masked: lanes past k load as 0 and add nothing
-    const int lanes = static_cast<int>(k - p < L ? k - p : L);
-    V av[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) av[r] = VT::maskload(a + r * lda + p, lanes);
-#pragma GCC unroll 4
-    for (int j = 0; j < C; ++j) {
-      const V bv = VT::maskload(b + j * ldb + p, lanes);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[0][r][j] = VT::fma(av[r], bv, acc[0][r][j]);
-    }
+  for (; p < k; p += L) {
+    dot_steps<T, R, C, true>(a, lda, b, ldb, p, static_cast<int>(std::min<int64_t>(L, k - p)),
+                             acc[0]);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
