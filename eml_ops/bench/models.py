@@ -36,7 +36,7 @@ from . import peers, timing
 from .candidates import Candidate, Step, inference_step, train_step
 from .report import markdown_table, text_table
 from .stats import geomean, speedup_text
-from .suite import Combined, Config, Row, Shape
+from .suite import DTYPES, ERROR_TOLERANCE, Combined, Config, Row, Shape
 
 # The --modes entry that asks for the model table.
 MODE = "models"
@@ -209,15 +209,29 @@ def _peer_cell(
         return "failed" if note and note.startswith("failed") else "-"
     text = speedup_text(measured.speedup, (measured.speedup_min, measured.speedup_max),
                         measured.runs, ".2f", "x")  # fmt: skip
+    if computed_wrong(measured):
+        text += " (wrong)"
     return f"{text} (inactive)" if note and note.startswith("inactive") else text
 
 
+def computed_wrong(result: Combined) -> bool:
+    """Whether ``result`` differs from the baseline beyond its dtype's tolerance.
+
+    Its output or gradients, relative to their largest magnitude (``max_error``).
+    """
+    return not result.max_error <= ERROR_TOLERANCE[DTYPES[result.dtype]]
+
+
 def best_peer(found: dict[str, Combined], config: Config) -> Combined | None:
-    """Return the fastest peer measured on a case (eml_ops under compile does not count)."""
+    """Return the fastest peer measured on a case that computed what the baseline computes.
+
+    eml_ops under compile does not count, nor does a peer whose results are wrong.
+    """
     measured = [
         found[peer.name]
         for key in config.peers
         if not (peer := peers.PEERS[key]).is_eml and peer.name in found
+        and not computed_wrong(found[peer.name])
     ]
     return max(measured, key=lambda r: r.speedup, default=None)
 
@@ -237,7 +251,8 @@ def model_tables(
 
     Then the best peer's name and eml eager's speed-up over it. Absent peers read
     ``absent``, inference-only ones ``n/a`` in training, failed compilations ``failed``;
-    zentorch is marked ``(inactive)`` where it said it optimises nothing.
+    zentorch is marked ``(inactive)`` where it said it optimises nothing, and a candidate
+    whose results differ from the baseline's ``(wrong)`` (:func:`computed_wrong`).
     """
     absent = {s["peer"]: s["reason"] for s in meta.get("peers", []) if s["status"] == "absent"}
     cases = _by_case(results)
@@ -332,8 +347,9 @@ def write_sections(results: Sequence[Combined], config: Config, meta: dict[str, 
         "## Models", "",
         "Speed-up over the model with nn.Linear in eager mode, measured in the same run "
         "(float32); absent: the peer's package is not installed; n/a: inference only; "
-        "(inactive): the peer said it optimises nothing on this CPU. GFLOP/s count the "
-        "linear layers only.",
+        "(inactive): the peer said it optimises nothing on this CPU; (wrong): its output or "
+        "gradients differ from the nn.Linear model's beyond float32's tolerance, so it is "
+        "not counted as the best peer. GFLOP/s count the linear layers only.",
     ]  # fmt: skip
     for title, header, body in model_tables(results, config, meta):
         parts += ["", f"### {title}", "", markdown_table(header, body, text_columns=1)]
