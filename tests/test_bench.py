@@ -594,6 +594,19 @@ def test_model_table_markdown(peers_run: tuple[Path, dict]):
     assert "best of eml over the best peer" in text
 
 
+def test_max_relative_error_measures_numerical_zeros_against_the_result():
+    output = torch.full((4,), 70.0)
+    noise = torch.full((3,), 3e-7)  # a gradient that is zero but for rounding
+    small = torch.full((3,), 0.1)  # a small gradient, far above rounding
+    error = candidates.max_relative_error
+    zero_scale = candidates.ZERO_FRACTION * 70.0
+    assert error([output, -noise], [output, noise]) == pytest.approx(6e-7 / zero_scale)
+    assert error([output, -small], [output, small]) == pytest.approx(2.0)
+    assert error([output * 1.01], [output]) == pytest.approx(0.01, rel=1e-4)  # float32 1.01
+    assert error([output, noise], [output]) == math.inf
+    assert error([output[:3]], [output]) == math.inf
+
+
 def test_a_peer_with_wrong_results_is_not_the_best_peer():
     def result(candidate: str, speedup: float, max_error: float) -> suite.Combined:
         return suite.Combined(
