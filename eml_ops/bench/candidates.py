@@ -247,11 +247,12 @@ def max_relative_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]
         return math.inf
     if any(g.shape != w.shape for g, w in zip(got, want, strict=True)):
         return math.inf
-    largest = max((float(w.abs().max()) for w in want if w.numel() > 0), default=0.0)
+    magnitudes = [float(w.abs().max()) if w.numel() > 0 else 0.0 for w in want]
+    floor = ZERO_FRACTION * max(magnitudes, default=0.0)
     worst = 0.0
-    for g, w in zip(got, want, strict=True):
+    for g, w, magnitude in zip(got, want, magnitudes, strict=True):
         if w.numel() == 0:
             continue
-        scale = max(float(w.abs().max()), ZERO_FRACTION * largest, torch.finfo(w.dtype).tiny)
+        scale = max(magnitude, floor, torch.finfo(w.dtype).tiny)
         worst = max(worst, float((g.double() - w.double()).abs().max()) / scale)
     return worst

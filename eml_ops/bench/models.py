@@ -35,8 +35,8 @@ import eml_ops
 from . import peers, timing
 from .candidates import Candidate, Step, inference_step, train_step
 from .report import markdown_table, text_table
-from .stats import geomean, speedup_text
-from .suite import DTYPES, ERROR_TOLERANCE, Combined, Config, Row, Shape
+from .stats import computed_wrong, geomean, speedup_text
+from .suite import Combined, Config, Row, Shape
 
 # The --modes entry that asks for the model table.
 MODE = "models"
@@ -214,14 +214,6 @@ def _peer_cell(
     return f"{text} (inactive)" if note and note.startswith("inactive") else text
 
 
-def computed_wrong(result: Combined) -> bool:
-    """Whether ``result`` differs from the baseline beyond its dtype's tolerance.
-
-    Its output or gradients, relative to their largest magnitude (``max_error``).
-    """
-    return not result.max_error <= ERROR_TOLERANCE[DTYPES[result.dtype]]
-
-
 def best_peer(found: dict[str, Combined], config: Config) -> Combined | None:
     """Return the fastest peer measured on a case that computed what the baseline computes.
 
@@ -252,7 +244,7 @@ def model_tables(
     Then the best peer's name and eml eager's speed-up over it. Absent peers read
     ``absent``, inference-only ones ``n/a`` in training, failed compilations ``failed``;
     zentorch is marked ``(inactive)`` where it said it optimises nothing, and a candidate
-    whose results differ from the baseline's ``(wrong)`` (:func:`computed_wrong`).
+    whose results differ from the baseline's ``(wrong)`` (:func:`.stats.computed_wrong`).
     """
     absent = {s["peer"]: s["reason"] for s in meta.get("peers", []) if s["status"] == "absent"}
     cases = _by_case(results)

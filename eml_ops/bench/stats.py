@@ -187,6 +187,15 @@ def below_line(entry: dict[str, Any]) -> str:
     return f"{_prefix(entry)} below 1.0x on {len(below)} of {entry['shapes']} shapes: {listed}"
 
 
+def computed_wrong(result: Combined) -> bool:
+    """Whether ``result`` differs from the baseline beyond its dtype's tolerance.
+
+    Its output or gradients, relative to their largest magnitude (``max_error``, the largest
+    over the runs), against :data:`ERROR_TOLERANCE`.
+    """
+    return not result.max_error <= ERROR_TOLERANCE[DTYPES[result.dtype]]
+
+
 def summary_lines(results: Sequence[Combined], summary: Sequence[dict[str, Any]]) -> list[str]:
     """Format the summary as lines, plus the fraction of peak of 1024^3 forward on 1 thread.
 
@@ -201,7 +210,7 @@ def summary_lines(results: Sequence[Combined], summary: Sequence[dict[str, Any]]
         f"WARNING: {r.candidate} differs from {BASELINE[r.mode]} by {r.max_error:.1e} (relative) "
         f"on {r.mode} {r.shape} {r.dtype}, {r.threads} thread(s)"
         for r in results
-        if not r.max_error <= ERROR_TOLERANCE[DTYPES[r.dtype]]
+        if computed_wrong(r)
     ]
     for dtype in dict.fromkeys(r.dtype for r in results):
         peak_results = [
