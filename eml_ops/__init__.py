@@ -55,20 +55,24 @@ from ._onnx import register_onnx_translations  # noqa: E402
 from ._quantization import register_quantization  # noqa: E402
 from ._vmap import register_vmap_rules  # noqa: E402
 from .compressed import CompressedLayer, compress_weights  # noqa: E402
+from .frozen import FrozenLayer, freeze, unfreeze  # noqa: E402
 from .layer import Layer, linear, replace_linear  # noqa: E402
 
 __all__ = [
     "CompressedLayer",
+    "FrozenLayer",
     "Layer",
     "available_backends",
     "cmake_prefix_path",
     "compress_weights",
+    "freeze",
     "get_backend",
     "hello",
     "library_path",
     "linear",
     "replace_linear",
     "set_backend",
+    "unfreeze",
     "use_backend",
 ]
 __version__ = "0.1.0"

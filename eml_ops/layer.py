@@ -86,6 +86,15 @@ def _weights_want_f_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> b
     return _overrides_torch_function(weight) or _overrides_torch_function(bias)
 
 
+def _layer_forward(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """:meth:`Layer.forward` on these parameters (F.linear for weights that intercept it)."""
+    if not torch.jit.is_scripting() and _weights_want_f_linear(weight, bias):
+        return nn.functional.linear(input, weight, bias)
+    return _eml_linear(input, weight, bias)
+
+
 def _one_size(name: str, value: int | None, alias: str, alias_value: int | None) -> int:
     """Return the size, given as ``name`` (the course's) or as ``alias`` (nn.Linear's)."""
     if (value is None) == (alias_value is None):
@@ -143,10 +152,7 @@ class Layer(nn.Linear):
         quantisation libraries install on every ``nn.Linear``, gets what ``nn.Linear`` gives
         it: ``F.linear``, which that class was written to intercept.
         """
-        weight, bias = self.weight, self.bias
-        if not torch.jit.is_scripting() and _weights_want_f_linear(weight, bias):
-            return nn.functional.linear(input, weight, bias)
-        return _eml_linear(input, weight, bias)
+        return _layer_forward(input, self.weight, self.bias)
 
     @classmethod
     def from_linear(cls, module: nn.Linear) -> "Layer":
@@ -159,23 +165,36 @@ class Layer(nn.Linear):
         reason = _conversion_obstacle(module)
         if reason is not None:
             raise ValueError(f"eml_ops.Layer.from_linear: cannot convert {module!r}: {reason}")
-        # Build with the Layer's own __init__ (so any attribute it adds exists), allocating
-        # nothing, then take over the whole instance state of the module: the very dicts of
-        # parameters, buffers, submodules and hooks (so RemovableHandles keep working),
-        # the training flag, pruning's weight_orig/weight_mask and its forward-pre-hook, and
-        # the ModuleDict of parametrizations.
-        layer = cls(module.in_features, module.out_features, bias=False, device="meta")
-        vars(layer).update(vars(module))
-        if parametrize.is_parametrized(module):
-            layer.__class__ = _parametrized_class(cls, type(module))
-        _rebind_module_hooks(layer, module)
-        return layer
+        return _take_over(cls, module)
 
 
-def _conversion_obstacle(module: nn.Module) -> str | None:
-    """Why ``module`` cannot become a Layer computing what it did, or None if it can."""
-    if parametrize.type_before_parametrizations(module) is not nn.Linear:
-        return f"it is a {type(module).__name__}, not an nn.Linear"
+def _take_over(cls: type, module: nn.Linear) -> nn.Linear:
+    """Return a ``cls`` (a Layer class) that has taken over ``module``'s whole state."""
+    # Build with cls's own __init__ (so any attribute it adds exists), allocating nothing,
+    # then take over the whole instance state of the module: the very dicts of parameters,
+    # buffers, submodules and hooks (so RemovableHandles keep working), the training flag,
+    # pruning's weight_orig/weight_mask and its forward-pre-hook, and the ModuleDict of
+    # parametrizations.
+    layer = cls(module.in_features, module.out_features, bias=False, device="meta")
+    vars(layer).update(vars(module))
+    if parametrize.is_parametrized(module):
+        layer.__class__ = _parametrized_class(cls, type(module))
+    _rebind_module_hooks(layer, module)
+    return layer
+
+
+def _conversion_obstacle(
+    module: nn.Module, accepted: tuple[type, ...] = (nn.Linear,)
+) -> str | None:
+    """Why ``module`` cannot become a Layer computing what it did, or None if it can.
+
+    ``accepted``: the classes (exactly, before parametrization) that may be converted.
+    """
+    if parametrize.type_before_parametrizations(module) not in accepted:
+        names = " or ".join(
+            "an nn.Linear" if kind is nn.Linear else f"a {kind.__name__}" for kind in accepted
+        )
+        return f"it is a {type(module).__name__}, not {names}"
     overridden = sorted(name for name in vars(module) if callable(getattr(nn.Linear, name, None)))
     if overridden:
         return f"the instance overrides {', '.join(overridden)}, which a Layer would not run"

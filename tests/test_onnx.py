@@ -93,6 +93,20 @@ def test_converted_model_exports_and_runs_in_onnxruntime(
         torch.testing.assert_close(run_onnx(path, x), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_frozen_model_exports_and_runs_in_onnxruntime(exporter: str, tmp_path: Path) -> None:
+    # Frozen parameters: outside export the packed path would run (test_frozen.py).
+    original, converted = mlp(bias=True)
+    frozen = eml_ops.freeze(converted).requires_grad_(False)
+    path = tmp_path / "model.onnx"
+    export(frozen, torch.randn(input_shape(2, EXPORT_BATCH)), exporter, path)
+    assert assert_standard_onnx(path) & {"Gemm", "MatMul"}
+    x = torch.randn(input_shape(2, OTHER_BATCH))
+    with torch.no_grad():
+        expected = original(x)
+    torch.testing.assert_close(run_onnx(path, x), expected, rtol=1e-5, atol=1e-5)
+
+
 class OperatorCalls(nn.Module):
     """Calls ``torch.ops.eml.<name>`` directly, as a hand-written model may."""
 

@@ -291,11 +291,12 @@ def compile_table(
 def goal_lines(results: Sequence[Combined], config: Config) -> list[str]:
     """Per (mode, threads): eml eager over the best peer, geomean over the models, worst.
 
-    Also for the faster of eml eager and eml under torch.compile, where that was run.
+    Also for the fastest of eml eager and the eml candidates among the peers (compiled,
+    frozen), where those were run.
     """
     cases = _by_case(results)
-    eml_compiled = peers.PEERS["eml-compile"].name
-    kinds = ["eml eager"] + (["best of eml"] if "eml-compile" in config.peers else [])
+    eml_peers = [peers.PEERS[key].name for key in config.peers if peers.PEERS[key].is_eml]
+    kinds = ["eml eager"] + (["best of eml"] if eml_peers else [])
     lines = []
     for mode in MODEL_MODES:
         for threads in config.threads:
@@ -305,7 +306,7 @@ def goal_lines(results: Sequence[Combined], config: Config) -> list[str]:
                 best = best_peer(found, config)
                 if best is None:
                     continue
-                emls = [found[name].speedup for name in (EML, eml_compiled) if name in found]
+                emls = [found[name].speedup for name in (EML, *eml_peers) if name in found]
                 ratios["eml eager"][spec.key] = found[EML].speedup / best.speedup
                 if "best of eml" in ratios:
                     ratios["best of eml"][spec.key] = max(emls) / best.speedup

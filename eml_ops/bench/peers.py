@@ -13,7 +13,10 @@ Each peer is ``torch.compile`` of a copy of the baseline's module (:class:`Peer`
   rewrites the graph only on CPUs with AVX-512 and logs a warning otherwise; that warning,
   caught during its compilation, marks it "inactive" in the report;
 * ``eml-compile``: not a peer but eml_ops itself under torch.compile (Inductor): the module
-  converted by :func:`eml_ops.replace_linear`, then compiled.
+  converted by :func:`eml_ops.replace_linear`, then compiled;
+* ``eml-frozen``: eml_ops with frozen weights (:func:`eml_ops.freeze`: each weight packed
+  once, as Inductor's freezing and zentorch do), in eager mode; inference only;
+* ``eml-frozen-compile``: the same, then torch.compile (Inductor); inference only.
 
 A peer whose package is missing is *absent*: listed as such, never timed or imitated. The first
 call of a compiled candidate compiles it (outside the timed samples; its seconds are reported);
@@ -62,6 +65,10 @@ class Peer:
     package: str | None = None
     # eml_ops itself (replace_linear first), not a peer of it: not in "best peer".
     is_eml: bool = False
+    # eml_ops with frozen weights (eml_ops.freeze instead of replace_linear).
+    frozen: bool = False
+    # Run through torch.compile (else in eager mode, as converted).
+    compiled: bool = True
 
 
 PEERS: dict[str, Peer] = {
@@ -79,6 +86,12 @@ PEERS: dict[str, Peer] = {
              None, backend="zentorch", package="zentorch"),
         Peer("eml-compile", "eml+Inductor",
              "eml_ops.replace_linear, then torch.compile (Inductor, defaults)", is_eml=True),
+        Peer("eml-frozen", "eml frozen",
+             "eml_ops.freeze (each weight packed once), eager; inference only", None,
+             inference_only=True, is_eml=True, frozen=True, compiled=False),
+        Peer("eml-frozen-compile", "eml frozen+Inductor",
+             "eml_ops.freeze, then torch.compile (Inductor, defaults); inference only",
+             inference_only=True, is_eml=True, frozen=True),
     )
 }  # fmt: skip
 
@@ -183,7 +196,9 @@ def _compile(peer: Peer, module: torch.nn.Module) -> torch.nn.Module:
     """``torch.compile`` a copy of ``module`` the peer's way (converted first for eml)."""
     module = copy.deepcopy(module)
     if peer.is_eml:
-        module = eml_ops.replace_linear(module)
+        module = eml_ops.freeze(module) if peer.frozen else eml_ops.replace_linear(module)
+    if not peer.compiled:
+        return module
     return torch.compile(module, backend=peer.backend, options=peer.options)
 
 

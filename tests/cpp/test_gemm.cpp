@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gemm/aligned_buffer.h"
 #include "gemm/backend.h"
 #include "gemm/blocked/block_sizes.h"
 #include "gemm/blocked/blocked_gemm.h"
@@ -298,7 +299,11 @@ struct Variant {
   Isa isa;
   Path path;
   int threads;
+  // B packed ahead (prepack_b) in blocks of this many steps, the path then ignored: 0, not
+  // prepacked; kPrepackDepth, the depth prepack_depth gives.
+  int64_t prepack_kc = 0;
 };
+constexpr int64_t kPrepackDepth = -1;
 
 const char* path_name(Path path) {
   switch (path) {
@@ -314,10 +319,12 @@ const char* path_name(Path path) {
 std::string describe(const Problem& c, const Variant& v, const char* type) {
   char text[300];
   std::snprintf(text, sizeof(text),
-                "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d row_sums=%d isa=%s path=%s threads=%d",
+                "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d row_sums=%d isa=%s path=%s threads=%d "
+                "prepack_kc=%lld",
                 type, static_cast<long long>(c.m), static_cast<long long>(c.n),
                 static_cast<long long>(c.k), layout_name(c.a_layout), layout_name(c.b_layout),
-                c.bias, c.row_sums, isa_name(v.isa), path_name(v.path), v.threads);
+                c.bias, c.row_sums, isa_name(v.isa), path_name(v.path), v.threads,
+                static_cast<long long>(v.prepack_kc));
   return text;
 }
 
@@ -388,7 +395,21 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants, std::
     set_active_isa(v.isa);
     blocked::force_path(v.path);
     const Threading threading = v.threads > 1 ? spawning_threading(v.threads) : Threading{};
-    blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
+    if constexpr (is_half_v<T>) {
+      blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
+    } else if (v.prepack_kc != 0) {
+      const int64_t kc = v.prepack_kc == kPrepackDepth ? prepack_depth<T>(c.k) : v.prepack_kc;
+      // A poisoned tail: the GEMM must read only the packed values.
+      const size_t size = static_cast<size_t>(prepacked_b_size<T>(c.k, c.n)) + 16;
+      AlignedBuffer storage;
+      T* packed = static_cast<T*>(storage.reserve(size * sizeof(T)));
+      std::fill(packed, packed + size, from_double<T>(NAN));
+      prepack_b<T>(b.view, kc, packed);
+      blocked_gemm<T>(a.view, PrepackedB<T>{packed, c.k, c.n, kc}, {out.data(), c.m, c.n, ld},
+                      epilogue, threading);
+    } else {
+      blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
+    }
     ++g_checks;
 
     const std::string where = describe(c, v, type_name<T>());
@@ -445,6 +466,22 @@ std::vector<Variant> all_variants(std::initializer_list<int> thread_counts) {
   return variants;
 }
 
+// all_variants with, for float and double, B prepacked too: in blocks of the depth
+// prepack_depth gives, and of 7 steps (many blocks, a short last one).
+template <typename T>
+std::vector<Variant> variants_of(std::initializer_list<int> thread_counts) {
+  std::vector<Variant> variants = all_variants(thread_counts);
+  if constexpr (!is_half_v<T>) {
+    for (Isa isa : isas()) {
+      for (int threads : thread_counts) {
+        variants.push_back({isa, Path::packed, threads, kPrepackDepth});
+        variants.push_back({isa, Path::packed, threads, 7});
+      }
+    }
+  }
+  return variants;
+}
+
 template <typename T>
 void run_tests() {
   std::mt19937 rng(42);
@@ -454,7 +491,7 @@ void run_tests() {
     for (Layout la : kLayouts) {
       for (Layout lb : kLayouts) {
         const bool extras = (static_cast<int>(la) + static_cast<int>(lb)) % 2 == 0;
-        check_problem<T>({s[0], s[1], s[2], la, lb, extras, !extras}, all_variants({1}), rng);
+        check_problem<T>({s[0], s[1], s[2], la, lb, extras, !extras}, variants_of<T>({1}), rng);
       }
     }
   }
@@ -471,7 +508,7 @@ void run_tests() {
     const int64_t m = sizes[pick(rng)], n = sizes[pick(rng)], k = sizes[pick(rng)];
     const Product& product = products[trial % 3];
     check_problem<T>({m, n, k, product.a, product.b, trial % 2 == 0, trial % 5 < 2},
-                     all_variants({1}), rng);
+                     variants_of<T>({1}), rng);
   }
   // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
   // model blocks: check_model_blocks) and threads
@@ -483,13 +520,13 @@ void run_tests() {
   for (const auto& s : big_shapes) {
     for (const Product& product : products) {
       check_problem<T>({s[0], s[1], s[2], product.a, product.b, true, true},
-                       all_variants({1, 2, 3, 4}), rng);
+                       variants_of<T>({1, 2, 3, 4}), rng);
     }
   }
   // 4. NaN and infinity propagate like in a plain GEMM.
   for (const Product& product : products) {
     for (const auto& s : {std::array<int64_t, 3>{9, 21, 11}, std::array<int64_t, 3>{40, 70, 300}}) {
-      check_problem<T>({s[0], s[1], s[2], product.a, product.b, true, false}, all_variants({1}),
+      check_problem<T>({s[0], s[1], s[2], product.a, product.b, true, false}, variants_of<T>({1}),
                        rng, /*poison=*/true);
     }
   }
@@ -916,7 +953,8 @@ void check_model_blocks(std::mt19937& rng) {
       const blocked::Tuning t = blocked::model_tuning(c.caches, isa);
       const blocked::CacheBlocks& blocks = t.blocks<accumulator_t<T>>();
       blocked::set_tuning_for_testing(&t);
-      const std::vector<Variant> variants = {{isa, Path::packed, 1}, {isa, Path::automatic, 2}};
+      std::vector<Variant> variants = {{isa, Path::packed, 1}, {isa, Path::automatic, 2}};
+      if constexpr (!is_half_v<T>) variants.push_back({isa, Path::packed, 2, kPrepackDepth});
       check_problem<T>({blocks.mc + 5, 37, blocks.kc + 3, Layout::row_major, Layout::col_major,
                         true, false},
                        variants, rng);

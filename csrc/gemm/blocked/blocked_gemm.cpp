@@ -3,15 +3,19 @@
 #include "blocked_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "../bias_fill.h"
+#include "../int_math.h"
 #include "../isa.h"
 #include "../row_sums.h"
 #include "block_sizes.h"
 #include "direct_gemm.h"
 #include "kernels.h"
 #include "packed_gemm.h"
+#include "packing.h"
 #include "partition.h"
 #include "path.h"
 #include "tuning.h"
@@ -111,6 +115,41 @@ void part_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<
   }
 }
 
+// The grid of parts of an m x n x k product in T (the accumulator type) for `threading`.
+template <typename T>
+Grid choose_part_grid(int64_t m, int64_t n, int64_t k, const Threading& threading) {
+  return choose_grid(m, n, k, threading.parallel_for ? threading.num_threads : 1,
+                     BlockSizes<T>::mr, BlockSizes<T>::nr, tuning().min_parallel_flops);
+}
+
+// Calls body(rows, cols, part_row_sums) for each part of C's grid on `threading`, with
+// part_row_sums the rows' entries of row_sums (nullable) for the parts at column 0 and null
+// for the others, so that each row of A is summed exactly once.
+template <typename T, typename S, typename Body>
+void for_each_part(int64_t m, int64_t n, const Grid& grid, const Threading& threading,
+                   S* row_sums, const Body& body) {
+  threading.run(0, grid.parts(), [&](int64_t first_part, int64_t end_part) {
+    for (int64_t part = first_part; part < end_part; ++part) {
+      const Range rows = split_range(m, grid.row_parts, part / grid.col_parts, BlockSizes<T>::mr);
+      const Range cols = split_range(n, grid.col_parts, part % grid.col_parts, BlockSizes<T>::nr);
+      const bool sums_rows = row_sums != nullptr && part % grid.col_parts == 0;
+      body(rows, cols, sums_rows ? row_sums + rows.begin : nullptr);
+    }
+  });
+}
+
+template <typename S>
+ConstMatrixView<S> rows_of(ConstMatrixView<S> a, Range rows) {
+  return {a.data + rows.begin * a.row_stride, rows.end - rows.begin, a.cols, a.row_stride,
+          a.col_stride};
+}
+
+template <typename S>
+OutputMatrix<S> block_of(OutputMatrix<S> c, Range rows, Range cols) {
+  return {c.data + rows.begin * c.ld + cols.begin, rows.end - rows.begin, cols.end - cols.begin,
+          c.ld};
+}
+
 }  // namespace
 }  // namespace blocked
 
@@ -146,34 +185,99 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
   } else {
     bias = epilogue.bias;
   }
-  using Blocks = BlockSizes<T>;
-  const Grid grid = choose_grid(m, n, k, threading.parallel_for ? threading.num_threads : 1,
-                                Blocks::mr, Blocks::nr, tuning().min_parallel_flops);
+  const Grid grid = choose_part_grid<T>(m, n, k, threading);
   if (grid.parts() == 1) {
     part_gemm(kernels, a, b, c, bias, epilogue.a_row_sums);
     return;
   }
-  threading.run(0, grid.parts(), [&](int64_t first_part, int64_t end_part) {
-    for (int64_t part = first_part; part < end_part; ++part) {
-      const Range rows = split_range(m, grid.row_parts, part / grid.col_parts, Blocks::mr);
-      const Range cols = split_range(n, grid.col_parts, part % grid.col_parts, Blocks::nr);
-      const ConstMatrixView<S> part_a{a.data + rows.begin * a.row_stride, rows.end - rows.begin, k,
-                                      a.row_stride, a.col_stride};
-      const ConstMatrixView<S> part_b{b.data + cols.begin * b.col_stride, k, cols.end - cols.begin,
-                                      b.row_stride, b.col_stride};
-      const OutputMatrix<S> part_c{c.data + rows.begin * c.ld + cols.begin, rows.end - rows.begin,
-                                   cols.end - cols.begin, c.ld};
-      // Only the parts at column 0 sum A's rows, so each row is summed exactly once.
-      S* part_row_sums = (epilogue.a_row_sums != nullptr && part % grid.col_parts == 0)
-                             ? epilogue.a_row_sums + rows.begin
-                             : nullptr;
-      if (part_c.rows == 0 || part_c.cols == 0) {  // not with choose_grid's grids; still safe
-        if (part_row_sums != nullptr) row_sums_of(kernels, part_a, part_row_sums);
-        continue;
-      }
-      part_gemm(kernels, part_a, part_b, part_c, bias != nullptr ? bias + cols.begin : nullptr,
-                part_row_sums);
+  for_each_part<T>(m, n, grid, threading, epilogue.a_row_sums,
+                   [&](Range rows, Range cols, S* part_row_sums) {
+    const ConstMatrixView<S> part_a = rows_of(a, rows);
+    const ConstMatrixView<S> part_b{b.data + cols.begin * b.col_stride, k, cols.end - cols.begin,
+                                    b.row_stride, b.col_stride};
+    if (rows.end == rows.begin || cols.end == cols.begin) {  // not with choose_grid's grids
+      if (part_row_sums != nullptr) row_sums_of(kernels, part_a, part_row_sums);
+      return;
     }
+    part_gemm(kernels, part_a, part_b, block_of(c, rows, cols),
+              bias != nullptr ? bias + cols.begin : nullptr, part_row_sums);
+  });
+}
+
+namespace {
+bool prepack_aligned(const void* data) {
+  return data != nullptr && reinterpret_cast<uintptr_t>(data) % kPrepackedAlignment == 0;
+}
+}  // namespace
+
+template <typename T>
+int64_t prepack_depth(int64_t k) {
+  return blocked::packed_depth<T>(k);
+}
+
+template <typename T>
+int64_t prepacked_b_size(int64_t k, int64_t n) {
+  return k * round_up(n, blocked::BlockSizes<T>::nr);
+}
+
+template <typename T>
+void prepack_b(ConstMatrixView<T> b, int64_t kc, T* packed) {
+  using namespace blocked;
+  if (b.rows < 0 || b.cols < 0) throw std::invalid_argument("prepack_b: negative matrix size");
+  if (kc < 1) throw std::invalid_argument("prepack_b: the depth kc must be at least 1");
+  if (b.rows > 0 && b.cols > 0 && !prepack_aligned(packed)) {
+    throw std::invalid_argument("prepack_b: the packed buffer is not 64-byte aligned");
+  }
+  const Kernels<T>& kernels = active_kernels<T>();
+  const int64_t padded_cols = round_up(b.cols, BlockSizes<T>::nr);
+  for (int64_t pc = 0; pc < b.rows; pc += kc) {
+    const int64_t kc_here = std::min(kc, b.rows - pc);
+    pack_b<T>({b.data + pc * b.row_stride, kc_here, b.cols, b.row_stride, b.col_stride},
+              packed + pc * padded_cols, kernels.pack_b_rows, kernels.pack_b_steps);
+  }
+}
+
+template <typename T>
+void blocked_gemm(ConstMatrixView<T> a, const PrepackedB<T>& b, OutputMatrix<T> c,
+                  const Epilogue<T>& epilogue, const Threading& threading) {
+  using namespace blocked;
+  // B's sizes as a view without data: the shape checks read no element.
+  const ConstMatrixView<T> b_sizes{nullptr, b.k, b.n, 0, 0};
+  check_gemm_shapes("blocked_gemm (prepacked B)", a, b_sizes, c);
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (k > 0 && n > 0 && (b.kc < 1 || !prepack_aligned(b.data))) {
+    throw std::invalid_argument(
+        "blocked_gemm (prepacked B): B's data missing or not 64-byte aligned, or kc below 1");
+  }
+  if (m == 0) return;
+  if (k == 0 || n == 0) {
+    if (n > 0) fill_with_bias(c, epilogue.bias);
+    if (epilogue.a_row_sums != nullptr) {
+      if (k == 0) std::fill(epilogue.a_row_sums, epilogue.a_row_sums + m, T{});
+      else sum_rows(a, epilogue.a_row_sums);
+    }
+    return;
+  }
+  const Kernels<T>& kernels = active_kernels<T>();
+  const int64_t padded_cols = round_up(n, BlockSizes<T>::nr);
+  const auto part = [&](Range rows, Range cols, T* part_row_sums) {
+    const PackedPanels<T> panels{b.data, padded_cols, b.kc, cols.begin};
+    packed_gemm(kernels, rows_of(a, rows), b_sizes, block_of(c, rows, cols),
+                epilogue.bias != nullptr ? epilogue.bias + cols.begin : nullptr, part_row_sums,
+                &panels);
+  };
+  const Grid grid = choose_part_grid<T>(m, n, k, threading);
+  if (grid.parts() == 1) {
+    part({0, m}, {0, n}, epilogue.a_row_sums);
+    return;
+  }
+  for_each_part<T>(m, n, grid, threading, epilogue.a_row_sums,
+                   [&](Range rows, Range cols, T* part_row_sums) {
+    if (rows.end == rows.begin || cols.end == cols.begin) {  // not with choose_grid's grids
+      if (part_row_sums != nullptr) sum_rows(rows_of(a, rows), part_row_sums);
+      return;
+    }
+    part(rows, cols, part_row_sums);
   });
 }
 
@@ -185,5 +289,15 @@ EML_INSTANTIATE_BLOCKED_GEMM(double)
 EML_INSTANTIATE_BLOCKED_GEMM(bfloat16_t)
 EML_INSTANTIATE_BLOCKED_GEMM(float16_t)
 #undef EML_INSTANTIATE_BLOCKED_GEMM
+
+#define EML_INSTANTIATE_PREPACKED(T)                                                       \
+  template int64_t prepack_depth<T>(int64_t);                                               \
+  template int64_t prepacked_b_size<T>(int64_t, int64_t);                                   \
+  template void prepack_b<T>(ConstMatrixView<T>, int64_t, T*);                              \
+  template void blocked_gemm<T>(ConstMatrixView<T>, const PrepackedB<T>&, OutputMatrix<T>, \
+                                const Epilogue<T>&, const Threading&);
+EML_INSTANTIATE_PREPACKED(float)
+EML_INSTANTIATE_PREPACKED(double)
+#undef EML_INSTANTIATE_PREPACKED
 
 }  // namespace eml::gemm

@@ -55,6 +55,9 @@ const Kernels<S>& avx512_kernels() {
   static const Kernels<S> kernels = [] {
     Kernels<S> table = avx2_kernels<S>();
     table.micro_pair = avx512_micro_kernel_pair<Acc<S>>();
+    for (int rows = 1; rows < static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
+      table.micro_pair_rows[rows - 1] = avx512_micro_kernel_pair_rows<Acc<S>>(rows);
+    }
     if constexpr (!is_half_v<S>) set_avx512_dot_tiles(table);
     if constexpr (std::is_same_v<S, float>) set_avx512_packing(table);
     return table;

@@ -87,6 +87,8 @@ struct Kernels {
   // [rows - 1]: the first rows (< MR) of a whole-width tile, straight into C (the last
   // row tile when MR does not divide the rows); null: through a scratch tile.
   MicroKernel<Acc<S>> micro_rows[BlockSizes<Acc<S>>::mr - 1] = {};
+  // [rows - 1]: the first rows (< MR) of two adjacent tiles (as micro_pair); null: none.
+  MicroKernel<Acc<S>> micro_pair_rows[BlockSizes<Acc<S>>::mr - 1] = {};
   DotTile<S> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
@@ -106,8 +108,8 @@ const Kernels<S>& generic_kernels();
 // the float16 conversions fall back to the portable pieces.
 template <typename S>
 const Kernels<S>& avx2_kernels();
-// Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernel
-// and, for float and double, the AVX-512 dot tiles of 2 and 3 rows (for float also the
+// Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernels
+// (whole and edge rows) and, for float and double, the AVX-512 dot tiles of 2 and 3 rows (for float also the
 // transposing pack of B).
 template <typename S>
 const Kernels<S>& avx512_kernels();
@@ -133,6 +135,8 @@ template <typename T>
 MicroKernel<T> avx2_micro_kernel_rows(int rows);  // 1 <= rows < MR
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair();
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_rows(int rows);  // 1 <= rows < MR
 template <typename S>
 void set_avx2_direct_tiles(Kernels<S>& kernels);
 template <typename T>

@@ -47,8 +47,9 @@ inline void run_tile(MicroKernel<T> micro, const MicroKernel<T>* micro_rows, int
 
 template <typename T>
 void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair,
-                  const MicroKernel<T>* micro_rows, int64_t kc, const T* packed_a, const T* packed_b, OutputMatrix<T> c, const T* bias,
-                  bool accumulate) {
+                  const MicroKernel<T>* micro_rows, const MicroKernel<T>* micro_pair_rows,
+                  int64_t kc, const T* packed_a, const T* packed_b, OutputMatrix<T> c,
+                  const T* bias, bool accumulate) {
   constexpr int64_t MR = BlockSizes<T>::mr;
   constexpr int64_t NR = BlockSizes<T>::nr;
   alignas(64) T edge_tile[MR * NR];
@@ -62,10 +63,15 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair,
     return micro_pair != nullptr && j + 2 * NR <= c.cols ? 2 : 1;
   };
   const auto tiles = [&](int64_t i, int64_t j, int64_t count) {
-    if (count == 2 && i + MR <= c.rows) {
-      micro_pair(kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
-                 bias != nullptr ? bias + j : nullptr, accumulate);
-      return;
+    if (count == 2) {
+      const int64_t rows = std::min(MR, c.rows - i);
+      const MicroKernel<T> pair =
+          rows == MR ? micro_pair : (micro_pair_rows != nullptr ? micro_pair_rows[rows - 1] : nullptr);
+      if (pair != nullptr) {
+        pair(kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
+             bias != nullptr ? bias + j : nullptr, accumulate);
+        return;
+      }
     }
     for (int64_t t = 0; t < count; ++t) tile(i, j + t * NR);
   };
@@ -91,10 +97,12 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair,
 }
 
 template void macro_kernel<float>(MicroKernel<float>, MicroKernel<float>,
-                                  const MicroKernel<float>*, int64_t, const float*, const float*,
-                                  OutputMatrix<float>, const float*, bool);
+                                  const MicroKernel<float>*, const MicroKernel<float>*, int64_t,
+                                  const float*, const float*, OutputMatrix<float>, const float*,
+                                  bool);
 template void macro_kernel<double>(MicroKernel<double>, MicroKernel<double>,
-                                   const MicroKernel<double>*, int64_t, const double*,
-                                   const double*, OutputMatrix<double>, const double*, bool);
+                                   const MicroKernel<double>*, const MicroKernel<double>*,
+                                   int64_t, const double*, const double*, OutputMatrix<double>,
+                                   const double*, bool);
 
 }  // namespace eml::gemm::blocked

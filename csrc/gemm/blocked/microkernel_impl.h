@@ -23,9 +23,14 @@ namespace {
 // ROWS <= MR: an edge kernel for the first ROWS rows of a tile (A's panel still holds MR
 // values per step), writing C directly instead of through a scratch tile.
 //
+// How far ahead of its loads a kernel with PREFETCH_B prefetches each panel of B: a panel of
+// a prepacked B (blocked_gemm.h) comes from memory, and the hardware prefetcher alone lets
+// its first tile of rows wait for it.
+constexpr int kPrefetchAheadBytes = 1536;
+
 // acc[r][u] += A_panel[p][r] * B_panels[p][u] for one step p: vector u = t*NV + v is
 // vector v of tile t, whose panel starts tile_stride values after tile t-1's.
-template <typename VT, int ROWS, int NV, int TILES>
+template <typename VT, int ROWS, int NV, int TILES, bool PREFETCH_B>
 EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV],
                                          const typename VT::Scalar* a,
                                          const typename VT::Scalar* b, int64_t tile_stride) {
@@ -33,6 +38,10 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
   V bv[TILES * NV];
 #pragma GCC unroll 2
   for (int t = 0; t < TILES; ++t) {
+    if constexpr (PREFETCH_B) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + t * tile_stride) + kPrefetchAheadBytes,
+                   _MM_HINT_T0);
+    }
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[t * NV + v] = VT::load(b + t * tile_stride + v * VT::lanes);
   }
@@ -44,7 +53,7 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
   }
 }
 
-template <typename VT, int MR, int NV, int TILES, int ROWS = MR>
+template <typename VT, int MR, int NV, int TILES, int ROWS = MR, bool PREFETCH_B = false>
 EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
                                              const typename VT::Scalar* b,
                                              typename VT::Scalar* c, int64_t ldc,
@@ -54,23 +63,42 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   constexpr int U = TILES * NV;  // vectors per row of the C tile
   const int64_t tile_stride = kc * NV * L;
   static_assert(ROWS >= 1 && ROWS <= MR);
-  V acc[ROWS][U];
+  // Fewer than 8 accumulators (an edge of 1 to 3 rows) cannot cover the FMA latency times
+  // the pipes: then even and odd steps go to two sets, added at the end.
+  constexpr int SETS = ROWS * U >= 8 ? 1 : 2;
+  V sets[SETS][ROWS][U];
+#pragma GCC unroll 2
+  for (int set = 0; set < SETS; ++set) {
 #pragma GCC unroll 8
-  for (int r = 0; r < ROWS; ++r) {
+    for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) acc[r][u] = VT::zero();
+      for (int u = 0; u < U; ++u) sets[set][r][u] = VT::zero();
+    }
   }
+  V (&acc)[ROWS][U] = sets[0];
   // C is needed only at the end: start fetching it now.
 #pragma GCC unroll 8
   for (int r = 0; r < ROWS; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + U * L - 1), _MM_HINT_T0);
   }
+  int64_t p = 0;
+#pragma GCC unroll 2
+  for (; p + SETS <= kc; p += SETS) {
+#pragma GCC unroll 2
+    for (int set = 0; set < SETS; ++set) {
+      kernel_step<VT, ROWS, NV, TILES, PREFETCH_B>(sets[set], a, b, tile_stride);
+      a += MR;
+      b += NV * L;
+    }
+  }
+  if (p < kc) kernel_step<VT, ROWS, NV, TILES, PREFETCH_B>(acc, a, b, tile_stride);
+  if constexpr (SETS == 2) {
+#pragma GCC unroll 8
+    for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    kernel_step<VT, ROWS, NV, TILES>(acc, a, b, tile_stride);
-    a += MR;
-    b += NV * L;
+      for (int u = 0; u < U; ++u) acc[r][u] = VT::add(acc[r][u], sets[1][r][u]);
+    }
   }
   if (accumulate) {
 #pragma GCC unroll 8

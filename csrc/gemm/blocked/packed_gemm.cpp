@@ -52,9 +52,15 @@ int64_t unaliased_ld(int64_t cols) {
   return rows_alias<T>(ld) ? ld + nr : ld;
 }
 
+template <typename T>
+int64_t packed_depth(int64_t k) {
+  return k == 0 ? 1 : balanced_block(k, tuning().blocks<T>().kc, 1);
+}
+
 template <typename S>
 void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
-                 OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
+                 OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums,
+                 const PackedPanels<Acc<S>>* prepacked) {
   using T = Acc<S>;
   const CacheBlocks& limits = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
@@ -62,13 +68,15 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   const StagedC staging = staged_c<T>(m, n, k, c.ld);
   const bool staged = staging.cols != 0;
   const CacheBlocks blocks{balanced_block(m, limits.mc, BlockSizes<T>::mr),
-                           balanced_block(k, limits.kc, 1),
+                           prepacked != nullptr ? prepacked->kc : packed_depth<T>(k),
                            staged ? staging.cols : balanced_block(n, limits.nc, BlockSizes<T>::nr)};
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
   // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
   const int64_t max_kc = std::min(k, blocks.kc);
   T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, blocks.mc), max_kc));
-  T* packed_b = packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
+  T* packed_b = prepacked != nullptr
+                    ? nullptr
+                    : packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
 
   T* staged_c_data = staged ? staged_c_buffer<T>(m * staging.ld) : nullptr;
   for (int64_t jc = 0; jc < n; jc += blocks.nc) {
@@ -77,9 +85,14 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
                                            : OutputMatrix<T>{c.data + jc, m, nc, c.ld};
     for (int64_t pc = 0; pc < k; pc += blocks.kc) {
       const int64_t kc = std::min(blocks.kc, k - pc);
-      pack_b<S>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
-                 b.col_stride},
-                packed_b, kernels.pack_b_rows, kernels.pack_b_steps);
+      const T* b_panels = packed_b;
+      if (prepacked != nullptr) {
+        b_panels = prepacked->block(pc, jc, kc);
+      } else {
+        pack_b<S>({b.data + pc * b.row_stride + jc * b.col_stride, kc, nc, b.row_stride,
+                   b.col_stride},
+                  packed_b, kernels.pack_b_rows, kernels.pack_b_steps);
+      }
       const bool first_kc = pc == 0;
       for (int64_t ic = 0; ic < m; ic += blocks.mc) {
         const int64_t mc = std::min(blocks.mc, m - ic);
@@ -88,8 +101,9 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
         pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
                    a.col_stride},
                   packed_a, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
-        macro_kernel<T>(kernels.micro, kernels.micro_pair, kernels.micro_rows, kc, packed_a,
-                        packed_b, {c_block.data + ic * c_block.ld, mc, nc, c_block.ld},
+        macro_kernel<T>(kernels.micro, kernels.micro_pair, kernels.micro_rows,
+                        kernels.micro_pair_rows, kc, packed_a,
+                        b_panels, {c_block.data + ic * c_block.ld, mc, nc, c_block.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
       }
     }
@@ -105,10 +119,13 @@ template StagedC staged_c<float>(int64_t, int64_t, int64_t, int64_t);
 template StagedC staged_c<double>(int64_t, int64_t, int64_t, int64_t);
 template int64_t unaliased_ld<float>(int64_t);
 template int64_t unaliased_ld<double>(int64_t);
+template int64_t packed_depth<float>(int64_t);
+template int64_t packed_depth<double>(int64_t);
 
 #define EML_INSTANTIATE_PACKED(S)                                                          \
   template void packed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \
-                               OutputMatrix<Acc<S>>, const Acc<S>*, Acc<S>*);
+                               OutputMatrix<Acc<S>>, const Acc<S>*, Acc<S>*,          \
+                               const PackedPanels<Acc<S>>*);
 EML_INSTANTIATE_PACKED(float)
 EML_INSTANTIATE_PACKED(double)
 EML_INSTANTIATE_PACKED(bfloat16_t)

@@ -27,11 +27,33 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc);
 template <typename T>
 int64_t unaliased_ld(int64_t cols);
 
+// B packed ahead of the product (prepack_b, blocked_gemm.h), seen from column first_col (a
+// multiple of NR) on. The block of kc_here steps from step pc holds the panels of all
+// padded_cols columns, NR columns of kc_here steps each.
+template <typename T>
+struct PackedPanels {
+  const T* data;
+  int64_t padded_cols;
+  int64_t kc;  // the depth of every block of steps but the last
+  int64_t first_col;
+
+  // The first panel of column jc (a multiple of NR) in the block of steps from pc.
+  const T* block(int64_t pc, int64_t jc, int64_t kc_here) const {
+    return data + pc * padded_cols + (first_col + jc) * kc_here;
+  }
+};
+
 // C = A·B (+ bias) on the calling thread. If row_sums is set it receives A's row
 // sums, accumulated while packing A for the first NC column block only. 16-bit S:
-// A and B are widened while packed; C, bias and row sums are float (Acc<S>).
+// A and B are widened while packed; C, bias and row sums are float (Acc<S>). With
+// `prepacked` B is not packed but read from there (b then gives only its sizes).
 template <typename S>
 void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
-                 OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums);
+                 OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums,
+                 const PackedPanels<Acc<S>>* prepacked = nullptr);
+
+// The depth of the blocks of steps that the packed path uses for k steps of T.
+template <typename T>
+int64_t packed_depth(int64_t k);
 
 }  // namespace eml::gemm::blocked

@@ -1,7 +1,8 @@
 // CPU kernels of eml::linear_forward and eml::linear_backward: check the arguments, send
 // what our GEMMs do not compute to ATen's kernels, translate tensors into strided matrix
 // views, allocate the outputs and hand them to gemm::run (gemm/run.h), which holds the
-// backend policy.
+// backend policy. Also those of eml::pack_weight and eml::linear_packed (a frozen weight in
+// blocked's panels, packed_linear.h), which run on blocked's GEMM whatever the backend.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -11,12 +12,14 @@
 #include <optional>
 
 #include "gemm/backend.h"
+#include "gemm/blocked/blocked_gemm.h"
 #include "gemm/gemm.h"
 #include "gemm/run.h"
 #include "ops/composite/linear_kernel.h"
 #include "ops/cpu/huge_pages.h"
 #include "ops/cpu/torch_threading.h"
 #include "ops/linear.h"
+#include "ops/packed_linear.h"
 
 namespace eml::ops::cpu {
 namespace {
@@ -152,11 +155,56 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
   return {grad_input, grad_weight, grad_bias};
 }
 
+std::tuple<at::Tensor, int64_t> pack_weight_cpu(const at::Tensor& weight) {
+  detail::check_pack_weight_args(weight);
+  const int64_t out_features = weight.size(0), in_features = weight.size(1);
+  // Fresh CPU memory is aligned to 64 bytes (c10's allocator), as prepack_b requires.
+  at::Tensor packed = at::empty(
+      {in_features, detail::padded_out_features(out_features, weight.scalar_type())},
+      weight.options());
+  int64_t block_k = 0;
+  AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "eml::pack_weight", [&] {
+    block_k = gemm::prepack_depth<scalar_t>(in_features);
+    // B = W^T: W's memory with its strides swapped, no copy.
+    gemm::prepack_b<scalar_t>(matrix_view<scalar_t>(weight).transposed(), block_k,
+                              packed.mutable_data_ptr<scalar_t>());
+  });
+  return {packed, block_k};
+}
+
+at::Tensor linear_packed_cpu(const at::Tensor& input, const at::Tensor& packed_weight,
+                             int64_t block_k, int64_t out_features,
+                             const std::optional<at::Tensor>& bias) {
+  detail::check_linear_packed_args(input, packed_weight, block_k, out_features, bias);
+  // A packed weight that is not where pack_weight put it (a view at an offset, storage
+  // from elsewhere) is copied to aligned memory: the kernels' loads of B need it.
+  const bool aligned = reinterpret_cast<uintptr_t>(packed_weight.const_data_ptr()) %
+                           gemm::kPrepackedAlignment == 0;
+  const at::Tensor packed = aligned ? packed_weight : packed_weight.clone();
+  const at::Tensor input_2d = detail::as_matrix(input);
+  const bool has_bias = bias.has_value() && bias->defined();
+  const at::Tensor bias_contiguous = has_bias ? bias->contiguous() : at::Tensor();
+  at::Tensor output = empty_output({input_2d.size(0), out_features}, input.options());
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "eml::linear_packed", [&] {
+    gemm::Epilogue<scalar_t> epilogue;
+    epilogue.bias = has_bias ? bias_contiguous.const_data_ptr<scalar_t>() : nullptr;
+    const gemm::PrepackedB<scalar_t> weight_t{packed.const_data_ptr<scalar_t>(),
+                                              input_2d.size(1), out_features, block_k};
+    gemm::blocked_gemm(matrix_view<scalar_t>(input_2d), weight_t, output_matrix<scalar_t>(output),
+                       epilogue, torch_threading());
+  });
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes.back() = out_features;
+  return output.view(sizes);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(eml, CPU, m) {
   m.impl("linear_forward", &linear_forward_cpu);
   m.impl("linear_backward", &linear_backward_cpu);
+  m.impl("pack_weight", &pack_weight_cpu);
+  m.impl("linear_packed", &linear_packed_cpu);
 }
 
 }  // namespace eml::ops::cpu
