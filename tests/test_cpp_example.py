@@ -128,3 +128,18 @@ def test_cpp_programs_report_bad_files(programs: Path, tmp_path: Path) -> None:
     assert result.stderr.startswith("infer: ") and "missing.pt" in result.stderr
     result = demo.run_program(programs / "train_mlp", "too", "few", check=False)
     assert result.returncode == 1 and "usage:" in result.stderr
+
+
+def test_cpp_inference_of_a_scripted_frozen_model(programs: Path, tmp_path: Path) -> None:
+    """A scripted model of FrozenLayers runs eml::linear_packed in C++ alone (infer: no grad)."""
+    model = eml_ops.freeze(demo.make_model()).eval()
+    scripted = torch.jit.script(model)
+    assert "linear_packed" in getattr(scripted, "0").code
+    scripted.save(str(tmp_path / "frozen.pt"))
+    inputs = demo.make_data(samples=64, seed=2)["inputs"]
+    torch.save(inputs, tmp_path / "input.pt")
+    demo.run_program(programs / "infer", tmp_path / "frozen.pt", tmp_path / "input.pt",
+                     tmp_path / "output.pt", env=one_thread())
+    with torch.no_grad():
+        expected = model(inputs)
+    torch.testing.assert_close(torch.load(tmp_path / "output.pt"), expected)
