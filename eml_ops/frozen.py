@@ -20,6 +20,7 @@ from torch import nn
 from torch.nn.utils import parametrize, prune
 from torch.utils.flop_counter import register_flop_formula
 
+from . import _C
 from ._flops import linear_flops
 from .layer import Layer, _conversion_obstacle, _has_torch_function, _layer_forward, _take_over
 
@@ -62,6 +63,14 @@ def _packed_applies(
         if bias is not None and bias.requires_grad:
             return False
     return True
+
+
+@torch.jit.unused
+def _packed_computes(
+    input: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> bool:
+    """_packed_applies, outside autocast (whose casts the Layer's operator makes)."""
+    return _packed_applies(input, packed, weight, bias) and not torch.is_autocast_enabled("cpu")
 
 
 class FrozenLayer(Layer):
@@ -114,30 +123,31 @@ class FrozenLayer(Layer):
     @torch.jit.unused
     def _python_forward(self, input: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
-        # ONNX has no packed weights: both exporters get the Layer's operator, which they
-        # translate (_onnx.py).
-        if torch.onnx.is_in_onnx_export():
-            return _layer_forward(input, weight, bias)
-        # Dynamo and torch.export trace the packed path on what was packed; eager mode first
-        # checks that it is still the weight (is_compiling first: Dynamo folds it and never
-        # traces the checks).
-        if not torch.compiler.is_compiling():
-            if _has_torch_function(input, weight, bias) or (
-                torch._C._functorch.is_functorch_wrapped_tensor(input)
-            ):
+        if torch.compiler.is_compiling():
+            # Dynamo and torch.export trace the packed path on what was packed, but for the
+            # ONNX exporter (ONNX has no packed weights): it gets the Layer's operator.
+            if torch.compiler.is_exporting() and torch.onnx.is_in_onnx_export():
                 return _layer_forward(input, weight, bias)
-            if _weight_key(weight) != self._packed_key:
-                self._pack()
-        packed = self._packed_weight
+            packed = self._packed_weight
+            if packed is None or not _packed_computes(input, packed, weight, bias):
+                return _layer_forward(input, weight, bias)
+            return torch.ops.eml.linear_packed(
+                input, packed, self._packed_block_k, self.out_features, bias
+            )
         if (
-            packed is None
-            or not _packed_applies(input, packed, weight, bias)
-            or torch.is_autocast_enabled("cpu")  # packed weights are on the CPU (or meta)
+            _has_torch_function(input, weight, bias)
+            or torch._C._functorch.is_functorch_wrapped_tensor(input)
+            or (torch.jit.is_tracing() and torch.onnx.is_in_onnx_export())
         ):
             return _layer_forward(input, weight, bias)
-        return torch.ops.eml.linear_packed(
-            input, packed, self._packed_block_k, self.out_features, bias
-        )
+        if _weight_key(weight) != self._packed_key:  # changed since packed
+            self._pack()
+        packed = self._packed_weight
+        if packed is None or not _packed_computes(input, packed, weight, bias):
+            return _layer_forward(input, weight, bias)
+        # Plain eager mode: the operator through the dispatcher from C++, the GIL released
+        # (as Layer's fast path), not through torch.ops.
+        return _C.linear_packed(input, packed, self._packed_block_k, self.out_features, bias)
 
     @torch.jit.unused
     def _pack(self) -> None:

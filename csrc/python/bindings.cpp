@@ -15,6 +15,7 @@
 #include "gemm/isa.h"
 #include "gemm/peak.h"
 #include "ops/linear.h"
+#include "ops/packed_linear.h"
 
 namespace {
 
@@ -85,6 +86,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // below touches a Python object without taking it again (Python kernels acquire it).
   m.def("linear", &eml::ops::linear, py::arg("input"), py::arg("weight"),
         py::arg("bias") = py::none(), py::call_guard<py::gil_scoped_release>());
+  m.def("linear_packed", &eml::ops::linear_packed, py::arg("input"), py::arg("packed_weight"),
+        py::arg("block_k"), py::arg("out_features"), py::arg("bias") = py::none(),
+        py::call_guard<py::gil_scoped_release>());
 
   m.def("available_backends", &eml_ops::available_backends);
   m.def("get_backend", &eml_ops::get_backend);
