@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 from torch.utils.flop_counter import register_flop_formula
 
-from .layer import Layer
+from .layer import Layer, _convert_modules
 
 #: The weight dtypes a :class:`CompressedLayer` stores.
 COMPRESSED_DTYPES = (torch.int8, torch.bfloat16, torch.float16)
@@ -221,17 +221,12 @@ def compress_weights(module: nn.Module, dtype: torch.dtype = torch.int8) -> nn.M
             f"eml_ops.compress_weights: dtype must be one of torch.int8, torch.bfloat16, "
             f"torch.float16, got {dtype}"
         )
-    return _compress(module, dtype, "")
+    def compressed(layer: nn.Module, path: str) -> nn.Module | None:
+        if not _is_convertible(layer):
+            return None  # look inside
+        return CompressedLayer.from_linear(layer, dtype, name=path or None)
 
-
-def _compress(module: nn.Module, dtype: torch.dtype, path: str) -> nn.Module:
-    if _is_convertible(module):
-        return CompressedLayer.from_linear(module, dtype, name=path or None)
-    for name, child in module.named_children():
-        converted = _compress(child, dtype, f"{path}.{name}" if path else name)
-        if converted is not child:
-            setattr(module, name, converted)
-    return module
+    return _convert_modules(module, compressed)
 
 
 @register_flop_formula(torch.ops.eml.compressed_linear)

@@ -22,7 +22,15 @@ from torch.utils.flop_counter import register_flop_formula
 
 from . import _C
 from ._flops import linear_flops
-from .layer import Layer, _conversion_obstacle, _has_torch_function, _layer_forward, _take_over
+from .layer import (
+    Layer,
+    _conversion_obstacle,
+    _convert_modules,
+    _describe_path,
+    _has_torch_function,
+    _layer_forward,
+    _take_over,
+)
 
 _PACKABLE_DTYPES = (torch.float32, torch.float64)
 _PACKABLE_DEVICES = ("cpu", "meta")
@@ -213,21 +221,18 @@ def freeze(module: nn.Module) -> nn.Module:
         The model, converted in place; a new FrozenLayer if ``module`` itself is a linear
         layer.
     """
-    return _freeze(module, "")
+    return _convert_modules(module, _frozen)
 
 
-def _freeze(module: nn.Module, path: str) -> nn.Module:
-    if parametrize.type_before_parametrizations(module) in (nn.Linear, Layer):
-        reason = _freeze_obstacle(module)
-        if reason is None:
-            return FrozenLayer.from_linear(module)
-        name = f"'{path}'" if path else "(the model itself)"
-        warnings.warn(f"eml_ops.freeze: left linear layer {name} unfrozen: {reason}", stacklevel=3)
-        return module
-    for name, child in module.named_children():
-        converted = _freeze(child, f"{path}.{name}" if path else name)
-        if converted is not child:
-            setattr(module, name, converted)
+def _frozen(module: nn.Module, path: str) -> nn.Module | None:
+    """Return ``module`` as :func:`freeze` converts it (None: not a linear one, look inside)."""
+    if parametrize.type_before_parametrizations(module) not in (nn.Linear, Layer):
+        return None
+    reason = _freeze_obstacle(module)
+    if reason is None:
+        return FrozenLayer.from_linear(module)
+    warnings.warn(f"eml_ops.freeze: left linear layer {_describe_path(path)} unfrozen: {reason}",
+                  stacklevel=4)
     return module
 
 
@@ -239,16 +244,17 @@ def unfreeze(module: nn.Module) -> nn.Module:
     Returns:
         The model, converted in place; a new Layer if ``module`` itself is a FrozenLayer.
     """
-    if type(module) is FrozenLayer:
-        layer = _take_over(Layer, module)
-        for name in ("_packed_weight", "_packed_block_k", "_packed_key"):
-            vars(layer).pop(name, None)
-        return layer
-    for name, child in module.named_children():
-        converted = unfreeze(child)
-        if converted is not child:
-            setattr(module, name, converted)
-    return module
+    return _convert_modules(module, _unfrozen)
+
+
+def _unfrozen(module: nn.Module, path: str) -> nn.Module | None:
+    """Return ``module`` as :func:`unfreeze` converts it (None: no FrozenLayer, look inside)."""
+    if type(module) is not FrozenLayer:
+        return None
+    layer = _take_over(Layer, module)
+    for name in ("_packed_weight", "_packed_block_k", "_packed_key"):
+        vars(layer).pop(name, None)
+    return layer
 
 
 @register_flop_formula(torch.ops.eml.linear_packed)

@@ -9,6 +9,7 @@ No ``from __future__ import annotations`` here: TorchScript reads these annotati
 """
 
 import warnings
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -263,21 +264,38 @@ def replace_linear(module: nn.Module) -> nn.Module:
     Returns:
         The model, converted in place; a new Layer if ``module`` itself is an ``nn.Linear``.
     """
-    return _replace_linear(module, "")
+    return _convert_modules(module, _replaced_linear)
 
 
-def _replace_linear(module: nn.Module, path: str) -> nn.Module:
-    # path: the module's name in the model, as named_modules() gives it ("" for the root).
-    if parametrize.type_before_parametrizations(module) is nn.Linear:
-        reason = _conversion_obstacle(module)
-        if reason is None:
-            return Layer.from_linear(module)
-        name = f"'{path}'" if path else "(the model itself)"
-        warnings.warn(f"eml_ops.replace_linear: left nn.Linear {name} unconverted: {reason}",
-                      stacklevel=3)
-        return module
+def _replaced_linear(module: nn.Module, path: str) -> nn.Module | None:
+    """Return ``module`` as replace_linear converts it (None: not a linear one, look inside)."""
+    if parametrize.type_before_parametrizations(module) is not nn.Linear:
+        return None
+    reason = _conversion_obstacle(module)
+    if reason is None:
+        return Layer.from_linear(module)
+    warnings.warn(f"eml_ops.replace_linear: left nn.Linear {_describe_path(path)} unconverted: "
+                  f"{reason}", stacklevel=4)
+    return module
+
+
+def _describe_path(path: str) -> str:
+    return f"'{path}'" if path else "(the model itself)"
+
+
+def _convert_modules(
+    module: nn.Module, convert: Callable[[nn.Module, str], nn.Module | None], path: str = ""
+) -> nn.Module:
+    """Return ``convert(module, path)``, or if that is None ``module``, children converted.
+
+    The children are converted the same way, recursively, and set in place. ``path``: the
+    module's name in the model, as named_modules() gives it ("" for the root).
+    """
+    converted = convert(module, path)
+    if converted is not None:
+        return converted
     for name, child in module.named_children():
-        converted = _replace_linear(child, f"{path}.{name}" if path else name)
+        converted = _convert_modules(child, convert, f"{path}.{name}" if path else name)
         if converted is not child:
             setattr(module, name, converted)
     return module

@@ -82,6 +82,19 @@ def test_cpp_inference_matches_python_forward(programs: Path, tmp_path: Path) ->
     assert demo.compare_inference(programs, tmp_path) < 1e-5
 
 
+def assert_cpp_infers_like_python(programs: Path, tmp_path: Path, model: torch.nn.Module,
+                                  scripted: torch.jit.ScriptModule) -> None:
+    """infer (C++, no grad) on the saved ``scripted`` model gives ``model``'s output."""
+    scripted.save(str(tmp_path / "scripted.pt"))
+    inputs = demo.make_data(samples=64, seed=2)["inputs"]
+    torch.save(inputs, tmp_path / "input.pt")
+    demo.run_program(programs / "infer", tmp_path / "scripted.pt", tmp_path / "input.pt",
+                     tmp_path / "output.pt", env=one_thread())
+    with torch.no_grad():
+        expected = model(inputs)
+    torch.testing.assert_close(torch.load(tmp_path / "output.pt"), expected)
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16])
 def test_cpp_inference_of_a_scripted_compressed_model(programs: Path, tmp_path: Path,
                                                       dtype: torch.dtype) -> None:
@@ -89,14 +102,7 @@ def test_cpp_inference_of_a_scripted_compressed_model(programs: Path, tmp_path: 
     model = eml_ops.compress_weights(demo.make_model(), dtype).eval()
     assert all(isinstance(m, eml_ops.CompressedLayer) for m in model if not isinstance(
         m, torch.nn.ReLU))
-    torch.jit.script(model).save(str(tmp_path / "compressed.pt"))
-    inputs = demo.make_data(samples=64, seed=2)["inputs"]
-    torch.save(inputs, tmp_path / "input.pt")
-    demo.run_program(programs / "infer", tmp_path / "compressed.pt", tmp_path / "input.pt",
-                     tmp_path / "output.pt", env=one_thread())
-    with torch.no_grad():
-        expected = model(inputs)
-    torch.testing.assert_close(torch.load(tmp_path / "output.pt"), expected)
+    assert_cpp_infers_like_python(programs, tmp_path, model, torch.jit.script(model))
 
 
 def test_aoti_package_calls_our_op_from_cpp(programs: Path, tmp_path: Path) -> None:
@@ -135,11 +141,4 @@ def test_cpp_inference_of_a_scripted_frozen_model(programs: Path, tmp_path: Path
     model = eml_ops.freeze(demo.make_model()).eval()
     scripted = torch.jit.script(model)
     assert "linear_packed" in getattr(scripted, "0").code
-    scripted.save(str(tmp_path / "frozen.pt"))
-    inputs = demo.make_data(samples=64, seed=2)["inputs"]
-    torch.save(inputs, tmp_path / "input.pt")
-    demo.run_program(programs / "infer", tmp_path / "frozen.pt", tmp_path / "input.pt",
-                     tmp_path / "output.pt", env=one_thread())
-    with torch.no_grad():
-        expected = model(inputs)
-    torch.testing.assert_close(torch.load(tmp_path / "output.pt"), expected)
+    assert_cpp_infers_like_python(programs, tmp_path, model, scripted)
