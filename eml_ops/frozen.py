@@ -87,8 +87,8 @@ class FrozenLayer(Layer):
     Design:
 
     * A subclass of :class:`~eml_ops.Layer` (so of ``nn.Linear``): the same parameters,
-      ``state_dict`` and hooks; the packed copy is a plain attribute, not a buffer, so it is in
-      no ``state_dict`` and is made again, not saved.
+      ``state_dict`` and hooks; the packed copy is a plain attribute, not a buffer: in no
+      ``state_dict`` (a whole module saved with ``torch.save`` or ``torch.jit.save`` keeps it).
     * The packed copy computes every call that needs no gradient (under ``torch.no_grad()``
       or ``torch.inference_mode()``, or with parameters that do not require grad and an input
       that does not) of the weight's dtype (float32 or float64) on the CPU, in eager mode,

@@ -146,7 +146,7 @@ EOF
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
 phase "op tests against build/sanitize (hypothesis profile $HYPOTHESIS_PROFILE)"
 tests=(tests/test_ops.py tests/test_errors.py tests/test_properties.py tests/test_reliability.py
-       tests/test_threads.py)
+       tests/test_threads.py tests/test_frozen.py)
 # tests/test_memory.py is left out on purpose: ASan's quarantine holds freed memory back
 # (256 MiB by default), so resident memory is not expected to stay flat under ASan.
 xdist=()
