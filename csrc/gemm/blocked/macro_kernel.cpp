@@ -65,8 +65,9 @@ void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair,
   const auto tiles = [&](int64_t i, int64_t j, int64_t count) {
     if (count == 2) {
       const int64_t rows = std::min(MR, c.rows - i);
-      const MicroKernel<T> pair =
-          rows == MR ? micro_pair : (micro_pair_rows != nullptr ? micro_pair_rows[rows - 1] : nullptr);
+      const MicroKernel<T> pair = rows == MR                  ? micro_pair
+                                  : micro_pair_rows != nullptr ? micro_pair_rows[rows - 1]
+                                                               : nullptr;
       if (pair != nullptr) {
         pair(kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
              bias != nullptr ? bias + j : nullptr, accumulate);

@@ -20,14 +20,14 @@
 namespace eml::gemm::blocked {
 namespace {
 
-// ROWS <= MR: an edge kernel for the first ROWS rows of a tile (A's panel still holds MR
-// values per step), writing C directly instead of through a scratch tile.
-//
 // How far ahead of its loads a kernel with PREFETCH_B prefetches each panel of B (48 steps of
 // 16 floats): a panel of a prepacked B (blocked_gemm.h) comes from memory, and the hardware
 // prefetcher alone lets its first tile of rows wait for it.
 constexpr int kPrefetchAheadBytes = 3072;
 
+// ROWS <= MR: an edge kernel for the first ROWS rows of a tile (A's panel still holds MR
+// values per step), writing C directly instead of through a scratch tile.
+//
 // acc[r][u] += A_panel[p][r] * B_panels[p][u] for one step p: vector u = t*NV + v is
 // vector v of tile t, whose panel starts tile_stride values after tile t-1's.
 template <typename VT, int ROWS, int NV, int TILES, bool PREFETCH_B>
