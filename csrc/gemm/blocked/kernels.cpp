@@ -6,7 +6,7 @@ template <typename S>
 const Kernels<S>& generic_kernels() {
   static const Kernels<S> kernels = [] {
     Kernels<S> table{};
-    table.micro = generic_micro_kernel<Acc<S>>();
+    table.registers.tile = generic_micro_kernel<Acc<S>>();
     set_generic_direct_tiles(table);
     if constexpr (is_half_v<S>) set_generic_conversions(table);
     return table;
@@ -24,9 +24,12 @@ template <typename S>
 const Kernels<S>& avx2_kernels() {
   static const Kernels<S> kernels = [] {
     Kernels<S> table{};
-    table.micro = avx2_micro_kernel<Acc<S>>();
+    table.registers.tile = avx2_micro_kernel<Acc<S>>();
     for (int rows = 1; rows < static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
-      table.micro_rows[rows - 1] = avx2_micro_kernel_rows<Acc<S>>(rows);
+      table.registers.tile_rows[rows - 1] = avx2_micro_kernel_rows<Acc<S>>(rows);
+    }
+    for (int rows = 1; rows <= static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
+      table.registers.tile_next[rows - 1] = avx2_micro_kernel_next<Acc<S>>(rows);
     }
     // float16 operands need F16C to be widened in registers; without it the float
     // micro-kernel still runs, on panels the portable code widened.
@@ -54,9 +57,12 @@ template <typename S>
 const Kernels<S>& avx512_kernels() {
   static const Kernels<S> kernels = [] {
     Kernels<S> table = avx2_kernels<S>();
-    table.micro_pair = avx512_micro_kernel_pair<Acc<S>>();
+    table.registers.pair = avx512_micro_kernel_pair<Acc<S>>();
     for (int rows = 1; rows < static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
-      table.micro_pair_rows[rows - 1] = avx512_micro_kernel_pair_rows<Acc<S>>(rows);
+      table.registers.pair_rows[rows - 1] = avx512_micro_kernel_pair_rows<Acc<S>>(rows);
+    }
+    for (int rows = 1; rows <= static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
+      table.registers.pair_next[rows - 1] = avx512_micro_kernel_pair_next<Acc<S>>(rows);
     }
     if constexpr (!is_half_v<S>) set_avx512_dot_tiles(table);
     if constexpr (std::is_same_v<S, float>) set_avx512_packing(table);

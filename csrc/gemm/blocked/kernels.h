@@ -78,17 +78,27 @@ inline constexpr int kStreamRows = 4;
 template <typename S>
 inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 
-template <typename S>
-struct Kernels {
-  MicroKernel<Acc<S>> micro;
+// The packed path's register kernels (microkernel_*.cpp), as the macro-kernel takes them.
+// [rows - 1] entries: the first rows of a whole-width tile, straight into C (the last row
+// tile when MR does not divide the rows); null: through a scratch tile.
+template <typename T>
+struct RegisterKernels {
+  static constexpr int64_t kMr = BlockSizes<T>::mr;
+  MicroKernel<T> tile = nullptr;  // one MR x NR tile
+  MicroKernel<T> tile_rows[kMr - 1] = {};  // rows 1 to MR - 1
   // Two adjacent MR x NR tiles at once (C[0:MR, 0:2*NR], the second tile's B panel kc*NR
   // values after the first's), where an ISA's wider registers gain from it; null: none.
-  MicroKernel<Acc<S>> micro_pair = nullptr;
-  // [rows - 1]: the first rows (< MR) of a whole-width tile, straight into C (the last
-  // row tile when MR does not divide the rows); null: through a scratch tile.
-  MicroKernel<Acc<S>> micro_rows[BlockSizes<Acc<S>>::mr - 1] = {};
-  // [rows - 1]: the first rows (< MR) of two adjacent tiles (as micro_pair); null: none.
-  MicroKernel<Acc<S>> micro_pair_rows[BlockSizes<Acc<S>>::mr - 1] = {};
+  MicroKernel<T> pair = nullptr;
+  MicroKernel<T> pair_rows[kMr - 1] = {};  // rows 1 to MR - 1
+  // Rows 1 to MR of a tile or a pair, each step also prefetching its panels of B ahead and the
+  // next column step's panels into L2 (for a B streamed from memory); null: none.
+  MicroKernel<T> tile_next[kMr] = {};
+  MicroKernel<T> pair_next[kMr] = {};
+};
+
+template <typename S>
+struct Kernels {
+  RegisterKernels<Acc<S>> registers;
   DotTile<S> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
@@ -109,7 +119,7 @@ const Kernels<S>& generic_kernels();
 template <typename S>
 const Kernels<S>& avx2_kernels();
 // Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernels
-// (whole and edge rows) and, for float and double, the AVX-512 dot tiles of 2 and 3 rows (for float also the
+// (whole and edge rows, with and without the next panels' prefetch) and, for float and double, the AVX-512 dot tiles of 2 and 3 rows (for float also the
 // transposing pack of B).
 template <typename S>
 const Kernels<S>& avx512_kernels();
@@ -134,9 +144,13 @@ MicroKernel<T> avx2_micro_kernel();
 template <typename T>
 MicroKernel<T> avx2_micro_kernel_rows(int rows);  // 1 <= rows < MR
 template <typename T>
+MicroKernel<T> avx2_micro_kernel_next(int rows);  // 1 <= rows <= MR
+template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair();
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_rows(int rows);  // 1 <= rows < MR
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_next(int rows);  // 1 <= rows <= MR
 template <typename S>
 void set_avx2_direct_tiles(Kernels<S>& kernels);
 template <typename T>

@@ -10,15 +10,10 @@
 namespace eml::gemm::blocked {
 
 // c: the mc x nc block of C. First KC block (accumulate = false): C = A·B (+ bias,
-// bias[0:nc], when set). Later blocks: C += A·B. micro_pair (nullable) computes two
-// adjacent whole tiles at once (Kernels::micro_pair); micro_rows (nullable, MR - 1 entries)
-// the first rows of a whole-width tile (Kernels::micro_rows), micro_pair_rows (likewise)
-// those of two (Kernels::micro_pair_rows).
+// bias[0:nc], when set). Later blocks: C += A·B. `kernels`: the active ISA's register
+// kernels (Kernels::registers).
 template <typename T>
-void macro_kernel(MicroKernel<T> micro, MicroKernel<T> micro_pair,
-                  const MicroKernel<T>* micro_rows, const MicroKernel<T>* micro_pair_rows,
-                  int64_t kc,
-                  const T* packed_a, const T* packed_b, OutputMatrix<T> c, const T* bias,
-                  bool accumulate);
+void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed_a,
+                  const T* packed_b, OutputMatrix<T> c, const T* bias, bool accumulate);
 
 }  // namespace eml::gemm::blocked

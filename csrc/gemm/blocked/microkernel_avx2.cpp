@@ -1,4 +1,5 @@
-// The packed-path register kernels with AVX2 + FMA: float 6x16, double 6x8.
+// The packed-path register kernels with AVX2 + FMA: float 6x16, double 6x8, and their first
+// 1 to 5 rows; each also with B's panels prefetched (RegisterKernels::tile_next).
 //
 // MR x NV vectors of accumulators (12 ymm registers) plus NV vectors of B and one
 // broadcast of A fit in the 16 ymm registers; 12 independent FMA chains cover the
@@ -15,40 +16,61 @@
 
 namespace eml::gemm::blocked {
 
-template <typename T>
-MicroKernel<T> avx2_micro_kernel() {
+namespace {
+
+// The kernel of the first `rows` rows (1 to MR) of a tile; PREFETCH_NEXT: the one that also
+// prefetches its own panel of B ahead and the next column step's into L2 (RegisterKernels::tile_next).
+template <typename T, bool PREFETCH_NEXT>
+MicroKernel<T> tile_kernel(int rows) {
   using VT = avx2::Vec<T>;
+  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
   static_assert(BlockSizes<T>::nr % VT::lanes == 0);
   constexpr int kVectorsPerRow = static_cast<int>(BlockSizes<T>::nr) / VT::lanes;
-  return &register_kernel<VT, static_cast<int>(BlockSizes<T>::mr), kVectorsPerRow, /*TILES=*/1>;
+  static_assert(kMr == 6, "one case per row count below");
+  // B's panel in L1 (the compute-bound products) gains nothing from a prefetch: on Zen 5 it
+  // cost this kernel 1-2%, so only the streaming kernels prefetch.
+  constexpr bool kPrefetchB = PREFETCH_NEXT;
+  switch (rows) {
+    case 1:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 1, kPrefetchB, PREFETCH_NEXT>;
+    case 2:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 2, kPrefetchB, PREFETCH_NEXT>;
+    case 3:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 3, kPrefetchB, PREFETCH_NEXT>;
+    case 4:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 4, kPrefetchB, PREFETCH_NEXT>;
+    case 5:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 5, kPrefetchB, PREFETCH_NEXT>;
+    case 6:
+      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 6, kPrefetchB, PREFETCH_NEXT>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+MicroKernel<T> avx2_micro_kernel() {
+  return tile_kernel<T, false>(static_cast<int>(BlockSizes<T>::mr));
 }
 
 template <typename T>
 MicroKernel<T> avx2_micro_kernel_rows(int rows) {
-  using VT = avx2::Vec<T>;
-  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
-  constexpr int kVectorsPerRow = static_cast<int>(BlockSizes<T>::nr) / VT::lanes;
-  static_assert(kMr == 6, "one case per row count below");
-  switch (rows) {
-    case 1:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 1>;
-    case 2:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 2>;
-    case 3:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 3>;
-    case 4:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 4>;
-    case 5:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 5>;
-    default:
-      return nullptr;
-  }
+  return rows < static_cast<int>(BlockSizes<T>::mr) ? tile_kernel<T, false>(rows) : nullptr;
+}
+
+template <typename T>
+MicroKernel<T> avx2_micro_kernel_next(int rows) {
+  return tile_kernel<T, true>(rows);
 }
 
 template MicroKernel<float> avx2_micro_kernel<float>();
 template MicroKernel<double> avx2_micro_kernel<double>();
 template MicroKernel<float> avx2_micro_kernel_rows<float>(int);
 template MicroKernel<double> avx2_micro_kernel_rows<double>(int);
+template MicroKernel<float> avx2_micro_kernel_next<float>(int);
+template MicroKernel<double> avx2_micro_kernel_next<double>(int);
 
 }  // namespace eml::gemm::blocked
 

@@ -1,7 +1,8 @@
 // The packed path's AVX-512F register kernels: two adjacent 6 x 16 float (6 x 8 double)
 // tiles at once, each row of a tile one 512-bit vector, and their first 1 to 5 rows (the
-// last row tile); single tiles (an odd last tile, narrow edges) stay with the AVX2 kernel,
-// so the packing is the same for both ISAs.
+// last row tile); each also with the next column step's panels prefetched
+// (RegisterKernels::pair_next). Single tiles (an odd last tile, narrow edges) stay with the
+// AVX2 kernel, so the packing is the same for both ISAs.
 //
 // Per step of k: two loads of B and six broadcasts of A feed twelve independent FMAs,
 // enough to cover the FMA latency times the two FMA pipes (as the AVX2 kernel's 6 x 2
@@ -18,43 +19,60 @@
 
 namespace eml::gemm::blocked {
 
-template <typename T>
-MicroKernel<T> avx512_micro_kernel_pair() {
+namespace {
+
+// The pair kernel of the first `rows` rows (1 to MR) of two adjacent tiles.
+template <typename T, bool PREFETCH_NEXT>
+MicroKernel<T> pair_kernel(int rows) {
   using VT = avx512::Vec<T>;
-  static_assert(BlockSizes<T>::nr == VT::lanes, "one vector per row of a tile");
+  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
+  static_assert(kMr == 6, "one case per row count below");
   // Prefetching B costs the compute-bound products nothing here (B in L1; measured on Zen 5,
   // where it cost the AVX2 kernel 1-2%) and speeds up those that stream a prepacked B from
   // memory (Zen 5, 4 to 24 rows times four 4096 x 1024 weights: 1536 bytes ahead 1.16-1.27x
   // no prefetch, 3072 bytes another 1.06-1.3x; 4096 as fast, 768 and 6144 slower).
-  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
-  return &register_kernel<VT, kMr, 1, /*TILES=*/2, /*ROWS=*/kMr, /*PREFETCH_B=*/true>;
+  constexpr bool kPrefetchB = true;
+  switch (rows) {
+    case 1:
+      return &register_kernel<VT, kMr, 1, 2, 1, kPrefetchB, PREFETCH_NEXT>;
+    case 2:
+      return &register_kernel<VT, kMr, 1, 2, 2, kPrefetchB, PREFETCH_NEXT>;
+    case 3:
+      return &register_kernel<VT, kMr, 1, 2, 3, kPrefetchB, PREFETCH_NEXT>;
+    case 4:
+      return &register_kernel<VT, kMr, 1, 2, 4, kPrefetchB, PREFETCH_NEXT>;
+    case 5:
+      return &register_kernel<VT, kMr, 1, 2, 5, kPrefetchB, PREFETCH_NEXT>;
+    case 6:
+      return &register_kernel<VT, kMr, 1, 2, 6, kPrefetchB, PREFETCH_NEXT>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair() {
+  return pair_kernel<T, false>(static_cast<int>(BlockSizes<T>::mr));
 }
 
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_rows(int rows) {
-  using VT = avx512::Vec<T>;
-  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
-  static_assert(kMr == 6, "one case per row count below");
-  switch (rows) {
-    case 1:
-      return &register_kernel<VT, kMr, 1, 2, 1, true>;
-    case 2:
-      return &register_kernel<VT, kMr, 1, 2, 2, true>;
-    case 3:
-      return &register_kernel<VT, kMr, 1, 2, 3, true>;
-    case 4:
-      return &register_kernel<VT, kMr, 1, 2, 4, true>;
-    case 5:
-      return &register_kernel<VT, kMr, 1, 2, 5, true>;
-    default:
-      return nullptr;
-  }
+  return rows < static_cast<int>(BlockSizes<T>::mr) ? pair_kernel<T, false>(rows) : nullptr;
+}
+
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_next(int rows) {
+  return pair_kernel<T, true>(rows);
 }
 
 template MicroKernel<float> avx512_micro_kernel_pair<float>();
 template MicroKernel<double> avx512_micro_kernel_pair<double>();
 template MicroKernel<float> avx512_micro_kernel_pair_rows<float>(int);
 template MicroKernel<double> avx512_micro_kernel_pair_rows<double>(int);
+template MicroKernel<float> avx512_micro_kernel_pair_next<float>(int);
+template MicroKernel<double> avx512_micro_kernel_pair_next<double>(int);
 
 }  // namespace eml::gemm::blocked
 

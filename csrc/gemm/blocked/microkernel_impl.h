@@ -25,12 +25,16 @@ namespace {
 // prefetcher alone lets its first tile of rows wait for it.
 constexpr int kPrefetchAheadBytes = 3072;
 
+// PREFETCH_NEXT: each step also prefetches the same step of the next column step's panels
+// (TILES panels further on) into L2, so that memory streams the next panels of B while the
+// later row tiles compute on these (macro_kernel.cpp).
+
 // ROWS <= MR: an edge kernel for the first ROWS rows of a tile (A's panel still holds MR
 // values per step), writing C directly instead of through a scratch tile.
 //
 // acc[r][u] += A_panel[p][r] * B_panels[p][u] for one step p: vector u = t*NV + v is
 // vector v of tile t, whose panel starts tile_stride values after tile t-1's.
-template <typename VT, int ROWS, int NV, int TILES, bool PREFETCH_B>
+template <typename VT, int ROWS, int NV, int TILES, bool PREFETCH_B, bool PREFETCH_NEXT>
 EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV],
                                          const typename VT::Scalar* a,
                                          const typename VT::Scalar* b, int64_t tile_stride) {
@@ -41,6 +45,9 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
     if constexpr (PREFETCH_B) {
       _mm_prefetch(reinterpret_cast<const char*>(b + t * tile_stride) + kPrefetchAheadBytes,
                    _MM_HINT_T0);
+    }
+    if constexpr (PREFETCH_NEXT) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + (TILES + t) * tile_stride), _MM_HINT_T1);
     }
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[t * NV + v] = VT::load(b + t * tile_stride + v * VT::lanes);
@@ -53,7 +60,8 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
   }
 }
 
-template <typename VT, int MR, int NV, int TILES, int ROWS = MR, bool PREFETCH_B = false>
+template <typename VT, int MR, int NV, int TILES, int ROWS = MR, bool PREFETCH_B = false,
+          bool PREFETCH_NEXT = false>
 EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
                                              const typename VT::Scalar* b,
                                              typename VT::Scalar* c, int64_t ldc,
@@ -87,12 +95,12 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   for (; p + SETS <= kc; p += SETS) {
 #pragma GCC unroll 2
     for (int set = 0; set < SETS; ++set) {
-      kernel_step<VT, ROWS, NV, TILES, PREFETCH_B>(sets[set], a, b, tile_stride);
+      kernel_step<VT, ROWS, NV, TILES, PREFETCH_B, PREFETCH_NEXT>(sets[set], a, b, tile_stride);
       a += MR;
       b += NV * L;
     }
   }
-  if (p < kc) kernel_step<VT, ROWS, NV, TILES, PREFETCH_B>(acc, a, b, tile_stride);
+  if (p < kc) kernel_step<VT, ROWS, NV, TILES, PREFETCH_B, PREFETCH_NEXT>(acc, a, b, tile_stride);
   if constexpr (SETS == 2) {
 #pragma GCC unroll 8
     for (int r = 0; r < ROWS; ++r) {

@@ -101,8 +101,7 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
         pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
                    a.col_stride},
                   packed_a, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
-        macro_kernel<T>(kernels.micro, kernels.micro_pair, kernels.micro_rows,
-                        kernels.micro_pair_rows, kc, packed_a,
+        macro_kernel<T>(kernels.registers, kc, packed_a,
                         b_panels, {c_block.data + ic * c_block.ld, mc, nc, c_block.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
       }
