@@ -122,8 +122,8 @@ const Kernels<S>& generic_kernels();
 template <typename S>
 const Kernels<S>& avx2_kernels();
 // Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernels
-// (whole and edge rows, with and without the next panels' prefetch) and, for float and double, the AVX-512 dot tiles of 2 and 3 rows (for float also the
-// transposing pack of B).
+// (whole and edge rows, with and without the next panels' prefetch) and, for float and
+// double, the AVX-512 dot tiles of 2 and 3 rows (for float also the transposing pack of B).
 template <typename S>
 const Kernels<S>& avx512_kernels();
 #endif

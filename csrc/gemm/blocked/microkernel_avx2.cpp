@@ -19,7 +19,8 @@ namespace eml::gemm::blocked {
 namespace {
 
 // The kernel of the first `rows` rows (1 to MR) of a tile; PREFETCH_NEXT: the one that also
-// prefetches its own panel of B ahead and the next column step's into L2 (RegisterKernels::tile_next).
+// prefetches its own panel of B ahead and the next column step's into L2
+// (RegisterKernels::tile_next).
 template <typename T, bool PREFETCH_NEXT>
 MicroKernel<T> tile_kernel(int rows) {
   using VT = avx2::Vec<T>;

@@ -27,6 +27,7 @@ MicroKernel<T> pair_kernel(int rows) {
   using VT = avx512::Vec<T>;
   constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
   static_assert(kMr == 6, "one case per row count below");
+  static_assert(BlockSizes<T>::nr == VT::lanes, "one vector per row of a tile");
   // Prefetching B costs the compute-bound products nothing here (B in L1; measured on Zen 5,
   // where it cost the AVX2 kernel 1-2%) and speeds up those that stream a prepacked B from
   // memory (Zen 5, 4 to 24 rows times four 4096 x 1024 weights: 1536 bytes ahead 1.16-1.27x

@@ -8,7 +8,8 @@ Grid choose_grid(int64_t m, int64_t n, int64_t k, int threads, int64_t row_unit,
                  int64_t col_unit, int64_t min_part_flops) {
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  int64_t parts = static_cast<int64_t>(std::min<double>(threads, flops / static_cast<double>(std::max<int64_t>(1, min_part_flops))));
+  const double part_flops = static_cast<double>(std::max<int64_t>(1, min_part_flops));
+  int64_t parts = static_cast<int64_t>(std::min<double>(threads, flops / part_flops));
   const int64_t max_row_parts = (m + row_unit - 1) / row_unit;
   const int64_t max_col_parts = (n + col_unit - 1) / col_unit;
   parts = std::min(parts, max_row_parts * max_col_parts);
