@@ -27,26 +27,10 @@ MicroKernel<T> tile_kernel(int rows) {
   constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
   static_assert(BlockSizes<T>::nr % VT::lanes == 0);
   constexpr int kVectorsPerRow = static_cast<int>(BlockSizes<T>::nr) / VT::lanes;
-  static_assert(kMr == 6, "one case per row count below");
   // B's panel in L1 (the compute-bound products) gains nothing from a prefetch: on Zen 5 it
   // cost this kernel 1-2%, so only the streaming kernels prefetch.
   constexpr bool kPrefetchB = PREFETCH_NEXT;
-  switch (rows) {
-    case 1:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 1, kPrefetchB, PREFETCH_NEXT>;
-    case 2:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 2, kPrefetchB, PREFETCH_NEXT>;
-    case 3:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 3, kPrefetchB, PREFETCH_NEXT>;
-    case 4:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 4, kPrefetchB, PREFETCH_NEXT>;
-    case 5:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 5, kPrefetchB, PREFETCH_NEXT>;
-    case 6:
-      return &register_kernel<VT, kMr, kVectorsPerRow, 1, 6, kPrefetchB, PREFETCH_NEXT>;
-    default:
-      return nullptr;
-  }
+  return row_kernel<VT, kMr, kVectorsPerRow, /*TILES=*/1, kPrefetchB, PREFETCH_NEXT>(rows);
 }
 
 }  // namespace

@@ -26,29 +26,13 @@ template <typename T, bool PREFETCH_NEXT>
 MicroKernel<T> pair_kernel(int rows) {
   using VT = avx512::Vec<T>;
   constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
-  static_assert(kMr == 6, "one case per row count below");
   static_assert(BlockSizes<T>::nr == VT::lanes, "one vector per row of a tile");
   // Prefetching B costs the compute-bound products nothing here (B in L1; measured on Zen 5,
   // where it cost the AVX2 kernel 1-2%) and speeds up those that stream a prepacked B from
   // memory (Zen 5, 4 to 24 rows times four 4096 x 1024 weights: 1536 bytes ahead 1.16-1.27x
   // no prefetch, 3072 bytes another 1.06-1.3x; 4096 as fast, 768 and 6144 slower).
   constexpr bool kPrefetchB = true;
-  switch (rows) {
-    case 1:
-      return &register_kernel<VT, kMr, 1, 2, 1, kPrefetchB, PREFETCH_NEXT>;
-    case 2:
-      return &register_kernel<VT, kMr, 1, 2, 2, kPrefetchB, PREFETCH_NEXT>;
-    case 3:
-      return &register_kernel<VT, kMr, 1, 2, 3, kPrefetchB, PREFETCH_NEXT>;
-    case 4:
-      return &register_kernel<VT, kMr, 1, 2, 4, kPrefetchB, PREFETCH_NEXT>;
-    case 5:
-      return &register_kernel<VT, kMr, 1, 2, 5, kPrefetchB, PREFETCH_NEXT>;
-    case 6:
-      return &register_kernel<VT, kMr, 1, 2, 6, kPrefetchB, PREFETCH_NEXT>;
-    default:
-      return nullptr;
-  }
+  return row_kernel<VT, kMr, 1, /*TILES=*/2, kPrefetchB, PREFETCH_NEXT>(rows);
 }
 
 }  // namespace

@@ -133,5 +133,29 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   }
 }
 
+// The register kernel of the first `rows` rows (1 to MR) of a tile (or of TILES adjacent
+// ones): each ISA's tables pick their kernels through this one switch.
+template <typename VT, int MR, int NV, int TILES, bool PREFETCH_B, bool PREFETCH_NEXT>
+void (*row_kernel(int rows))(int64_t, const typename VT::Scalar*, const typename VT::Scalar*,
+                             typename VT::Scalar*, int64_t, const typename VT::Scalar*, bool) {
+  static_assert(MR == 6, "one case per row count below");
+  switch (rows) {
+    case 1:
+      return &register_kernel<VT, MR, NV, TILES, 1, PREFETCH_B, PREFETCH_NEXT>;
+    case 2:
+      return &register_kernel<VT, MR, NV, TILES, 2, PREFETCH_B, PREFETCH_NEXT>;
+    case 3:
+      return &register_kernel<VT, MR, NV, TILES, 3, PREFETCH_B, PREFETCH_NEXT>;
+    case 4:
+      return &register_kernel<VT, MR, NV, TILES, 4, PREFETCH_B, PREFETCH_NEXT>;
+    case 5:
+      return &register_kernel<VT, MR, NV, TILES, 5, PREFETCH_B, PREFETCH_NEXT>;
+    case 6:
+      return &register_kernel<VT, MR, NV, TILES, 6, PREFETCH_B, PREFETCH_NEXT>;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 }  // namespace eml::gemm::blocked
