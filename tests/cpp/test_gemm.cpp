@@ -516,7 +516,7 @@ void run_tests() {
   const int64_t big_shapes[][3] = {{300, 257, 301}, {151, 129, 1100}, {7, 4100, 20},
                                    {16, 700, 1500}, {290, 3, 70},     {3, 290, 70},
                                    {160, 150, 140}, {1, 1000, 600},   {4, 600, 2100},
-                                   {1, 3000, 2000}, {250, 260, 270}};
+                                   {1, 3000, 2000}, {250, 260, 270},  {600, 64, 100}};
   for (const auto& s : big_shapes) {
     for (const Product& product : products) {
       check_problem<T>({s[0], s[1], s[2], product.a, product.b, true, true},

@@ -1,10 +1,13 @@
 #include "direct_gemm.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <type_traits>
 
 #include "../bias_fill.h"
 #include "../row_sums.h"
 #include "tuning.h"
+#include "workspace.h"
 
 namespace eml::gemm::blocked {
 namespace {
@@ -23,6 +26,22 @@ constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 int64_t dot_tile_rows(int64_t remaining) {
   if (remaining == kDotRows + 1) return 2;
   return std::min<int64_t>(kDotRows, remaining);
+}
+
+// B (small, float or double: path.cpp) copied into this thread's buffer, row-major.
+template <typename S>
+ConstMatrixView<S> copy_into_rows(ConstMatrixView<S> b) {
+  if constexpr (std::is_same_v<S, Acc<S>>) {
+    S* rows = packed_b_buffer<S>(static_cast<std::size_t>(b.rows * b.cols));
+    for (int64_t j = 0; j < b.cols; ++j) {
+      for (int64_t p = 0; p < b.rows; ++p) {
+        rows[p * b.cols + j] = b.data[p * b.row_stride + j * b.col_stride];
+      }
+    }
+    return {rows, b.rows, b.cols, b.cols, 1};
+  } else {
+    throw std::logic_error("broadcast_gemm: a 16-bit B must have contiguous rows");
+  }
 }
 
 }  // namespace
@@ -61,6 +80,7 @@ void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S
 template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+  if (b.col_stride != 1) b = copy_into_rows(b);
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   constexpr int64_t kWidth = kBroadcastCols<S>;
   // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.

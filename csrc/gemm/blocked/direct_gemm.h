@@ -14,7 +14,8 @@ template <typename S>
 void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
               OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
-// Needs b.col_stride == 1 (B contiguous along n, as in G·W); A may have any strides.
+// Needs b.col_stride == 1 (B contiguous along n, as in G·W), or a float or double B that fits
+// L1, which it copies into rows first; A may have any strides.
 template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias);
