@@ -59,6 +59,11 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
   const auto prefetches_next = [&](int64_t i) {
     return streaming && i < kPrefetchNextTiles * MR;
   };
+  // A kernel that writes its tile (or pair) at row i, column j straight into C.
+  const auto run_into_c = [&](MicroKernel<T> kernel, int64_t i, int64_t j) {
+    kernel(kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
+           bias != nullptr ? bias + j : nullptr, accumulate);
+  };
   const auto tile = [&](int64_t i, int64_t j) {
     const int64_t rows = std::min(MR, c.rows - i);
     const int64_t cols = std::min(NR, c.cols - j);
@@ -82,8 +87,7 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
       MicroKernel<T> pair = prefetches_next(i) ? kernels.pair_next[rows - 1] : nullptr;
       if (pair == nullptr) pair = rows == MR ? kernels.pair : kernels.pair_rows[rows - 1];
       if (pair != nullptr) {
-        pair(kc, packed_a + i * kc, packed_b + j * kc, c.data + i * c.ld + j, c.ld,
-             bias != nullptr ? bias + j : nullptr, accumulate);
+        run_into_c(pair, i, j);
         return;
       }
     }
@@ -110,14 +114,9 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
     for (; i < c.rows && prefetches_next(i); i += MR) tiles(i, j, count);
     // The whole tiles below those call one kernel with no choice per tile (on Zen 3 the
     // choice took 1.6% of 1024^3).
-    const MicroKernel<T> whole = count == 2 ? kernels.pair : kernels.tile;
-    if (count == 2 || j + NR <= c.cols) {
-      const T* b_panels = packed_b + j * kc;
-      const T* bias_cols = bias != nullptr ? bias + j : nullptr;
-      for (; i + MR <= c.rows; i += MR) {
-        whole(kc, packed_a + i * kc, b_panels, c.data + i * c.ld + j, c.ld, bias_cols,
-              accumulate);
-      }
+    if (j + count * NR <= c.cols) {
+      const MicroKernel<T> whole = count == 2 ? kernels.pair : kernels.tile;
+      for (; i + MR <= c.rows; i += MR) run_into_c(whole, i, j);
     }
     for (; i < c.rows; i += MR) tiles(i, j, count);
   }
