@@ -21,7 +21,9 @@ import torch.nn.functional as F
 
 import eml_ops
 
-BLOCK_NAMES = ("mc", "kc", "nc", "mc_f64", "kc_f64", "nc_f64")
+BLOCK_NAMES = (
+    "mc", "kc", "nc", "one_pass_kc", "mc_f64", "kc_f64", "nc_f64", "one_pass_kc_f64"
+)
 THRESHOLD_NAMES = (
     "shallow_block_bytes",
     "stream_b_bytes",
@@ -59,7 +61,9 @@ def way_bytes(size: int, ways: int, line: int) -> int:
     return size // (ways * line) * line
 
 
-def model_blocks(caches: dict[str, Any], mr: int, nr: int, size: int) -> tuple[int, int, int]:
+def model_blocks(
+    caches: dict[str, Any], mr: int, nr: int, size: int
+) -> tuple[int, int, int, int]:
     """Low et al.'s model as block_model.h states it, written again from its comment."""
     l1_size, l1_ways, l1_line, _ = level(caches, "L1d")
     l1_way = way_bytes(l1_size, l1_ways, l1_line)
@@ -75,7 +79,8 @@ def model_blocks(caches: dict[str, Any], mr: int, nr: int, size: int) -> tuple[i
     l3_way = way_bytes(l3_size // l3_sharing, l3_ways, l3_line)
     free = max(1, l3_ways - 1 - ceil_div(mc * kc * size, l3_way))
     nc = max(nr, free * l3_way // (kc * size) // nr * nr)
-    return mc, kc, nc
+    one_pass_kc = max(kc, l1_size // (nr * size) // 8 * 8)
+    return mc, kc, nc, one_pass_kc
 
 
 def test_report_structure() -> None:
@@ -106,7 +111,7 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     tiles = tuning["register_tile"]
     for suffix, size, tile in (("", 4, tiles["float32"]), ("_f64", 8, tiles["float64"])):
         want = model_blocks(caches, tile[0], tile[1], size)
-        got = tuple(values[name + suffix]["model"] for name in ("mc", "kc", "nc"))
+        got = tuple(values[name + suffix]["model"] for name in ("mc", "kc", "nc", "one_pass_kc"))
         assert got == want, (suffix, got, want)
     assert values["shallow_block_bytes"]["model"] == level(caches, "L1d")[0]
     assert values["stream_b_bytes"]["model"] == level(caches, "L2")[0]
@@ -156,9 +161,11 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_MC": "18",
         "EML_OPS_KC": "24",
         "EML_OPS_NC": "32",
+        "EML_OPS_ONE_PASS_KC": "24",
         "EML_OPS_MC_F64": "12",
         "EML_OPS_KC_F64": "16",
         "EML_OPS_NC_F64": "24",
+        "EML_OPS_ONE_PASS_KC_F64": "16",
         "EML_OPS_MIN_PARALLEL_FLOPS": "1000",
         "EML_OPS_DOT_MAX_ROWS": "4",
         "EML_OPS_SHALLOW_BLOCK_BYTES": "4096",
@@ -211,18 +218,20 @@ def test_info_with_an_override_says_so() -> None:
 
 
 def test_gemm_correct_with_this_cpus_blocks() -> None:
-    """Shapes just past this CPU's MC and KC (float32, every supported ISA)."""
+    """Shapes just past this CPU's MC and KC (one pass) and past the one-pass depth (float32,
+    every supported ISA)."""
     values = eml_ops._C.tuning()["values"]
-    m, k = values["mc"]["value"] + 5, values["kc"]["value"] + 3
+    m = values["mc"]["value"] + 5
     torch.manual_seed(1)
-    x, w, b = torch.randn(m, k), torch.randn(40, k), torch.randn(40)
-    want = F.linear(x.double(), w.double(), b.double())
-    with eml_ops.use_backend("blocked"):
-        for isa in eml_ops._C.supported_isas():
-            previous = eml_ops._C.get_isa()
-            eml_ops._C.set_isa(isa)
-            try:
-                got = eml_ops.linear(x, w, b)
-            finally:
-                eml_ops._C.set_isa(previous)
-            torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+    for k in (values["kc"]["value"] + 3, values["one_pass_kc"]["value"] + 3):
+        x, w, b = torch.randn(m, k), torch.randn(40, k), torch.randn(40)
+        want = F.linear(x.double(), w.double(), b.double())
+        with eml_ops.use_backend("blocked"):
+            for isa in eml_ops._C.supported_isas():
+                previous = eml_ops._C.get_isa()
+                eml_ops._C.set_isa(isa)
+                try:
+                    got = eml_ops.linear(x, w, b)
+                finally:
+                    eml_ops._C.set_isa(previous)
+                torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)

@@ -34,9 +34,11 @@ def tuning_line(tuning: dict[str, Any]) -> str:
     """One line on the blocked GEMM's float32 cache blocks: values, where they came from."""
     values = tuning["values"]
     blocks = " x ".join(str(values[name]["value"]) for name in ("mc", "kc", "nc"))
+    one_pass = values["one_pass_kc"]["value"]
     overridden = [v["env"] for v in values.values() if v["overridden"]]
     return (
-        f"blocked MC x KC x NC {blocks} (model of the {tuning['cache_source']} caches; "
+        f"blocked MC x KC x NC {blocks}, one pass up to k = {one_pass} "
+        f"(model of the {tuning['cache_source']} caches; "
         f"overrides: {', '.join(overridden) or 'none'})"
     )
 

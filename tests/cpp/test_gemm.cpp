@@ -868,14 +868,14 @@ std::vector<ModelCase> model_cases() {
       // = 307 -> 306; NC 14 ways x 1 MiB / 1280 B = 11468 -> 11456.
       // double 6x8: KC 256 (3 + 4); MC 6 x 64 KiB / 2048 B = 192; NC 14 MiB / 2048 = 7168.
       {"Zen 3", caches_of({32 * KiB, 8, 64, 1}, {512 * KiB, 8, 64, 1}, {32 * MiB, 16, 64, 2}),
-       Isa::avx2, {306, 320, 11456}, {192, 256, 7168}, 2048 * 32},
+       Isa::avx2, {306, 320, 11456, 512}, {192, 256, 7168, 512}, 2048 * 32},
       // Zen 5 (one 8-core CCD, SMT: L3 shared by 16 -> 2 MiB share, ways of 128 KiB).
       // float 6x32 (tile pairs): KC 288 (2 + 9 = 11 ways of 12 - 1; 296: 2 + 10); MC 14
       // ways x 64 KiB / 1152 B = 796 -> 792; A block 912384 B = 7 ways, NC 8 x 128 KiB /
       // 1152 B = 910 -> 896. double 6x16: KC 256 (3 + 8); MC 14 x 64 KiB / 2048 = 448 ->
       // 444; A 909312 B = 7 ways, NC 8 x 128 KiB / 2048 = 512.
       {"Zen 5", caches_of({48 * KiB, 12, 64, 1}, {1 * MiB, 16, 64, 1}, {32 * MiB, 16, 64, 16}),
-       Isa::avx512, {792, 288, 896}, {444, 256, 512}, 2048 * 64},
+       Isa::avx512, {792, 288, 896, 384}, {444, 256, 512, 384}, 2048 * 64},
       // Skylake-X, 10 cores: 13.75 MiB 11-way L3 shared by 10 -> 1.375 MiB share (ways of
       // 128 KiB). float 6x32: KC 168 (A 1 way + B 6; 176: 2 + 6); MC 14 x 64 KiB / 672 B
       // = 1365 -> 1362; A block 915264 B = 7 ways, NC 3 x 128 KiB / 672 B = 585 -> 576.
@@ -883,22 +883,24 @@ std::vector<ModelCase> model_cases() {
       // A 913920 B = 7 ways, NC 3 x 128 KiB / 1280 = 307 -> 304.
       {"Skylake-X",
        caches_of({32 * KiB, 8, 64, 1}, {1 * MiB, 16, 64, 1}, {13 * MiB + 3 * MiB / 4, 11, 64, 10}),
-       Isa::avx512, {1362, 168, 576}, {714, 160, 304}, 2048 * 64},
+       Isa::avx512, {1362, 168, 576, 256}, {714, 160, 304, 256}, 2048 * 64},
       // Nothing reported: the assumed 32 KiB 8-way, 256 KiB 8-way (ways of 32 KiB), 2 MiB
       // 16-way (ways of 128 KiB). float: KC 320; MC 6 x 32 KiB / 1280 = 153 -> 150; A
       // 192000 B = 2 ways, NC 13 x 128 KiB / 1280 = 1331 -> 1328. double: KC 256; MC 6 x
       // 32 KiB / 2048 = 96; A 196608 B = 2 ways, NC 13 x 128 KiB / 2048 = 832.
-      {"nothing reported", CacheInfo{}, Isa::avx2, {150, 320, 1328}, {96, 256, 832}, 2048 * 32},
+      {"nothing reported", CacheInfo{}, Isa::avx2, {150, 320, 1328, 512}, {96, 256, 832, 512}, 2048 * 32},
   };
 }
 
 void expect_blocks(const blocked::CacheBlocks& got, const blocked::CacheBlocks& want,
                    const std::string& where) {
   ++g_checks;
-  if (got.mc != want.mc || got.kc != want.kc || got.nc != want.nc) {
-    fail("MC/KC/NC = " + std::to_string(got.mc) + "/" + std::to_string(got.kc) + "/" +
-             std::to_string(got.nc) + ", want " + std::to_string(want.mc) + "/" +
-             std::to_string(want.kc) + "/" + std::to_string(want.nc),
+  if (got.mc != want.mc || got.kc != want.kc || got.nc != want.nc ||
+      got.one_pass_kc != want.one_pass_kc) {
+    fail("MC/KC/NC/one-pass KC = " + std::to_string(got.mc) + "/" + std::to_string(got.kc) +
+             "/" + std::to_string(got.nc) + "/" + std::to_string(got.one_pass_kc) + ", want " +
+             std::to_string(want.mc) + "/" + std::to_string(want.kc) + "/" +
+             std::to_string(want.nc) + "/" + std::to_string(want.one_pass_kc),
          where);
   }
 }
@@ -945,7 +947,8 @@ void test_block_model() {
 }
 
 // The GEMM is correct with the blocks the model picks for each CPU, on every ISA this CPU
-// has: shapes just past MC and KC, and past NC (few rows, the packed path forced).
+// has: shapes just past MC and KC (one pass up to the one-pass depth, with fewer rows per
+// block) and past the one-pass depth, and past NC (few rows, the packed path forced).
 template <typename T>
 void check_model_blocks(std::mt19937& rng) {
   for (const ModelCase& c : model_cases()) {
@@ -958,6 +961,9 @@ void check_model_blocks(std::mt19937& rng) {
       check_problem<T>({blocks.mc + 5, 37, blocks.kc + 3, Layout::row_major, Layout::col_major,
                         true, false},
                        variants, rng);
+      check_problem<T>({blocks.mc + 5, 37, blocks.one_pass_kc + 3, Layout::row_major,
+                        Layout::col_major, false, false},
+                       variants, rng);
       check_problem<T>({7, blocks.nc + 5, blocks.kc + 3, Layout::col_major, Layout::row_major,
                         false, true},
                        variants, rng);
@@ -968,7 +974,7 @@ void check_model_blocks(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
-// C's rows a multiple of aliasing_row_bytes apart, k past one KC block: the packed path
+// C's rows a multiple of aliasing_row_bytes apart, k past one block of depth: the packed path
 // computes C in a staged buffer and copies it (packed_gemm.h). One and two row blocks, one
 // and more column widths, bias or not, one and two threads; and an L3 share too small for
 // the whole width, so that the column blocks are narrowed (or C is not staged at all).
@@ -996,7 +1002,7 @@ void check_staged_c(std::mt19937& rng) {
                         c.m * staging.ld * bytes > in_use.l3_share_bytes;
     if (c.m % 3 != 0 || staging.cols != want_cols || bad_ld ||
         blocked::staged_c<Acc>(c.m, c.n, c.k, c.n + 1).cols != 0 ||
-        blocked::staged_c<Acc>(c.m, c.n, blocks.kc, c.n).cols != 0) {
+        blocked::staged_c<Acc>(c.m, c.n, blocks.one_pass_kc, c.n).cols != 0) {
       fail("staged_c: not the expected staging", describe(c, {active_isa(), Path::packed, 1},
                                                           type_name<T>()));
     }
@@ -1005,11 +1011,12 @@ void check_staged_c(std::mt19937& rng) {
     }
   };
   const std::vector<Problem> problems = {
-      {99, aliasing_cols, blocks.kc + 37, Layout::row_major, Layout::col_major, true, false},
-      {two_row_blocks, 2 * aliasing_cols, 2 * blocks.kc + 5, Layout::row_major,
+      {99, aliasing_cols, blocks.one_pass_kc + 37, Layout::row_major, Layout::col_major, true,
+       false},
+      {two_row_blocks, 2 * aliasing_cols, 2 * blocks.one_pass_kc + 5, Layout::row_major,
        Layout::row_major, false, true},
-      {two_row_blocks, 3 * aliasing_cols, blocks.kc + 1, Layout::col_major, Layout::col_major,
-       true, false},
+      {two_row_blocks, 3 * aliasing_cols, blocks.one_pass_kc + 1, Layout::col_major,
+       Layout::col_major, true, false},
   };
   for (const Problem& c : problems) {
     check(c, std::min(c.n, blocks.nc));  // these widths are multiples of NR
@@ -1017,8 +1024,8 @@ void check_staged_c(std::mt19937& rng) {
   // An L3 share of 12 rows of 2 minimum blocks: 4 minimum blocks become 3 balanced ones.
   const int64_t min_cols = blocked::kMinStagedBlockBytes / bytes;
   const int64_t nr = blocked::BlockSizes<Acc>::nr;
-  const Problem wide{12, 4 * min_cols, blocks.kc + 9, Layout::row_major, Layout::col_major,
-                     true, false};
+  const Problem wide{12, 4 * min_cols, blocks.one_pass_kc + 9, Layout::row_major,
+                     Layout::col_major, true, false};
   blocked::Tuning small_share = t;
   (std::is_same_v<Acc, double> ? small_share.f64 : small_share.f32).nc = wide.n;
   small_share.l3_share_bytes = wide.m * (2 * min_cols) * bytes;
@@ -1030,6 +1037,25 @@ void check_staged_c(std::mt19937& rng) {
   blocked::set_tuning_for_testing(nullptr);
   set_active_isa(detected_isa());
   blocked::force_path(Path::automatic);
+}
+
+// The depth of the packed path's blocks: k itself up to the one-pass depth, else balanced
+// blocks of at most KC; an override of the one-pass depth down to KC splits k past KC.
+void test_one_pass_depth() {
+  blocked::Tuning t = blocked::model_tuning(model_cases()[0].caches, Isa::avx2);
+  blocked::set_tuning_for_testing(&t);
+  ++g_checks;
+  const bool one_pass = blocked::packed_depth<float>(512) == 512 &&
+                        blocked::packed_depth<float>(321) == 321 &&
+                        blocked::packed_depth<float>(513) == 257 &&
+                        blocked::packed_depth<float>(1024) == 256 &&
+                        blocked::packed_depth<double>(512) == 512 &&
+                        blocked::packed_depth<double>(513) == 171;
+  t.f32.one_pass_kc = t.f32.kc;
+  const bool split = blocked::packed_depth<float>(321) == 161 &&
+                     blocked::packed_depth<float>(320) == 320;
+  blocked::set_tuning_for_testing(nullptr);
+  if (!one_pass || !split) fail("packed_depth: not the one-pass rule", "block depth");
 }
 
 // The threading floor: no part below min_part_flops.
@@ -1148,6 +1174,7 @@ int main(int argc, char** argv) {
   test_isa_switching();
   test_run_entry();
   test_block_model();
+  test_one_pass_depth();
   test_grid_floor();
   {
     std::mt19937 model_rng(11);

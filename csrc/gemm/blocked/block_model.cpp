@@ -55,6 +55,8 @@ CacheBlocks model_blocks(const CacheInfo& reported, RegisterTile tile) {
   blocks.kc = model_kc(l1, tile);
   blocks.mc = fill_ways(l2, blocks.kc * tile.nr * s, blocks.kc, s, tile.mr);
   blocks.nc = fill_ways(l3, blocks.mc * blocks.kc * s, blocks.kc, s, tile.nr);
+  blocks.one_pass_kc =
+      std::max(blocks.kc, round_down(l1.size_bytes / (tile.nr * s), kKcStep));
   return blocks;
 }
 

@@ -20,6 +20,13 @@
 //   NC (L3): likewise the KC x NC panel of B takes the ways left after one and those of
 //     the A block, in this thread's share of L3 (size / logical CPUs sharing it: every
 //     thread packs its own panel, partition.h); NC rounded down to a multiple of NR.
+//   One pass (L1): a k of at most ONE_PASS_KC steps, the depth whose B micro-panel fills
+//     the L1d (S_L1 / (NR S), a multiple of kKcStep, at least KC), runs as one block of
+//     depth with MC scaled down to keep the A block's bytes: a second pass over C (and its
+//     staging, packed_gemm.h) costs more than the micro-panel's overflow of the model's
+//     ways (Zen 3, float 6x16, KC 320, ONE_PASS_KC 512: k = 384 to 512 runs 1-3% faster
+//     on one thread, 1.5-4% on two; for deeper k the model's KC stays faster: at k = 4096,
+//     KC 512 is 1.5% slower).
 // A level the CPU does not report is assumed to be the kAssumed* one (cache_info.h).
 #pragma once
 
@@ -37,6 +44,7 @@ struct RegisterTile {
 
 struct CacheBlocks {
   int64_t mc = 0, kc = 0, nc = 0;
+  int64_t one_pass_kc = 0;  // the deepest k done in one block of depth
 };
 
 // KC is a multiple of this (the micro-kernel's unrolling, 4, twice over).

@@ -21,6 +21,15 @@ int64_t balanced_block(int64_t extent, int64_t limit, int64_t unit) {
   return std::min(limit, round_up(even, unit));
 }
 
+// The rows of A's block for `depth` steps: MC, or fewer for a block deeper than KC (a k done
+// in one pass, block_model.h), so that the block keeps the bytes the model gave it in L2.
+template <typename T>
+int64_t row_block(const CacheBlocks& limits, int64_t depth) {
+  constexpr int64_t mr = BlockSizes<T>::mr;
+  if (depth <= limits.kc) return limits.mc;
+  return std::max(mr, limits.mc * limits.kc / depth / mr * mr);
+}
+
 // Whether rows `ld` values of T apart share L1 sets (a multiple of aliasing_row_bytes).
 template <typename T>
 bool rows_alias(int64_t ld) {
@@ -35,8 +44,8 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc) {
   const CacheBlocks& blocks = limits.blocks<T>();
   constexpr int64_t nr = BlockSizes<T>::nr;
   const auto bytes = static_cast<int64_t>(sizeof(T));
-  // C is visited once per KC block: the copy pays off from the second on.
-  if (!rows_alias<T>(ldc) || k <= blocks.kc) return {};
+  // C is visited once per block of depth: the copy pays off from the second on.
+  if (!rows_alias<T>(ldc) || packed_depth<T>(k) >= k) return {};
   // The widest multiple of NR whose m rows fit the L3 share with a line of padding.
   const int64_t fitting_cols = (limits.l3_share_bytes / (m * bytes) - nr) / nr * nr;
   if (fitting_cols < nr) return {};
@@ -54,7 +63,10 @@ int64_t unaliased_ld(int64_t cols) {
 
 template <typename T>
 int64_t packed_depth(int64_t k) {
-  return k == 0 ? 1 : balanced_block(k, tuning().blocks<T>().kc, 1);
+  const CacheBlocks& limits = tuning().blocks<T>();
+  if (k == 0) return 1;
+  if (k <= limits.one_pass_kc) return k;
+  return balanced_block(k, limits.kc, 1);
 }
 
 template <typename S>
@@ -67,9 +79,10 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   // Where C's rows alias, each column block is computed in a buffer and then copied into C.
   const StagedC staging = staged_c<T>(m, n, k, c.ld);
   const bool staged = staging.cols != 0;
-  const CacheBlocks blocks{balanced_block(m, limits.mc, BlockSizes<T>::mr),
-                           prepacked != nullptr ? prepacked->kc : packed_depth<T>(k),
-                           staged ? staging.cols : balanced_block(n, limits.nc, BlockSizes<T>::nr)};
+  CacheBlocks blocks = limits;
+  blocks.kc = prepacked != nullptr ? prepacked->kc : packed_depth<T>(k);
+  blocks.mc = balanced_block(m, row_block<T>(limits, blocks.kc), BlockSizes<T>::mr);
+  blocks.nc = staged ? staging.cols : balanced_block(n, limits.nc, BlockSizes<T>::nr);
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
   // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
   const int64_t max_kc = std::min(k, blocks.kc);

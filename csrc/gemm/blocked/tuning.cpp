@@ -22,14 +22,19 @@ struct Field {
 constexpr const char* kKcNote = "L1d: A and B micro-panels in whole ways, one way free";
 constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
+constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 12> kFields = {{
+const std::array<Field, 14> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
     {"mc_f64", "EML_OPS_MC_F64", nullptr, &Tuning::f64, &CacheBlocks::mc, kMcNote},
     {"kc_f64", "EML_OPS_KC_F64", nullptr, &Tuning::f64, &CacheBlocks::kc, kKcNote},
     {"nc_f64", "EML_OPS_NC_F64", nullptr, &Tuning::f64, &CacheBlocks::nc, kNcNote},
+    {"one_pass_kc", "EML_OPS_ONE_PASS_KC", nullptr, &Tuning::f32, &CacheBlocks::one_pass_kc,
+     kOnePassNote},
+    {"one_pass_kc_f64", "EML_OPS_ONE_PASS_KC_F64", nullptr, &Tuning::f64,
+     &CacheBlocks::one_pass_kc, kOnePassNote},
     {"shallow_block_bytes", "EML_OPS_SHALLOW_BLOCK_BYTES", &Tuning::shallow_block_bytes, nullptr,
      nullptr, "L1d size"},
     {"stream_b_bytes", "EML_OPS_STREAM_B_BYTES", &Tuning::stream_b_bytes, nullptr, nullptr,

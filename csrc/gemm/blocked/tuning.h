@@ -3,6 +3,7 @@
 // read once at start-up:
 //   EML_OPS_MC, EML_OPS_KC, EML_OPS_NC              float (and 16-bit) cache blocks
 //   EML_OPS_MC_F64, EML_OPS_KC_F64, EML_OPS_NC_F64  double cache blocks
+//   EML_OPS_ONE_PASS_KC, EML_OPS_ONE_PASS_KC_F64    the deepest k done in one block
 //   EML_OPS_SHALLOW_BLOCK_BYTES, EML_OPS_STREAM_B_BYTES, EML_OPS_L3_SHARE_BYTES,
 //   EML_OPS_MIN_PARALLEL_FLOPS, EML_OPS_DOT_MAX_ROWS, EML_OPS_ALIASING_ROW_BYTES
 //                                                   the thresholds (block_model.h: Tuning)
