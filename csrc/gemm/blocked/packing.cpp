@@ -59,32 +59,65 @@ void add_panel_lane_sums(const T* panel, int64_t width, int64_t depth, T* sums) 
   for (int64_t w = 0; w < width; ++w) sums[w] += lane_sums[w];
 }
 
+// Steps packed from every panel of a block before the next steps (pack_panels).
+constexpr int64_t kStepBlock = 8;
+
+// Panels of W lanes across `width`, panel j at packed + j * depth; if lane_sums is set, adds
+// each lane's sum over the depth to it.
+//
+// Where a step's W values are contiguous (B = W or X in the backward products, A = G^T in
+// dL/dW), each step is a row of the source, often 4 KiB or more from the next: panel by
+// panel, every step is a new page, which no hardware prefetcher follows, and an A panel
+// reads 6 floats of a line that the next panel needs again after kc rows have pushed it out
+// of cache. So kStepBlock steps of every panel go first: each source row is read in order,
+// line after line (Zen 3, one thread, 1024^3: dL/dW 87.7 -> 90.9 GFLOP/s, dL/dX 88.9 -> 91.7;
+// 256x1024x4096: 83.4 -> 88.8 and 84.3 -> 90.8).
+template <typename S, int W>
+void pack_panels(const S* data, int64_t width, int64_t depth, int64_t w_stride,
+                 int64_t p_stride, Acc<S>* packed, Acc<S>* lane_sums,
+                 PackRowsKernel<S> pack_rows, PackStepsKernel<S> pack_steps) {
+  if (w_stride == 1 && width > W) {
+    for (int64_t p = 0; p < depth; p += kStepBlock) {
+      const int64_t steps = std::min(kStepBlock, depth - p);
+      for (int64_t j = 0; j < width; j += W) {
+        pack_panel<S, W>(data + p * p_stride + j, std::min<int64_t>(W, width - j), steps, 1,
+                         p_stride, packed + j * depth + p * W, pack_rows, pack_steps);
+      }
+    }
+    if (lane_sums != nullptr) {
+      for (int64_t j = 0; j < width; j += W) {
+        add_panel_lane_sums<Acc<S>, W>(packed + j * depth, std::min<int64_t>(W, width - j),
+                                       depth, lane_sums + j);
+      }
+    }
+    return;
+  }
+  for (int64_t j = 0; j < width; j += W) {
+    const int64_t lanes = std::min<int64_t>(W, width - j);
+    Acc<S>* panel = packed + j * depth;
+    pack_panel<S, W>(data + j * w_stride, lanes, depth, w_stride, p_stride, panel, pack_rows,
+                     pack_steps);
+    // The panel was just written: summing it here reads L1, not the source again.
+    if (lane_sums != nullptr) add_panel_lane_sums<Acc<S>, W>(panel, lanes, depth, lane_sums + j);
+  }
+}
+
 }  // namespace
 
 template <typename S>
 void pack_a(ConstMatrixView<S> a, Acc<S>* packed, Acc<S>* row_sums, PackRowsKernel<S> pack_rows,
             PackStepsKernel<S> pack_steps) {
-  using T = Acc<S>;
-  constexpr int MR = static_cast<int>(BlockSizes<T>::mr);
-  for (int64_t i = 0; i < a.rows; i += MR) {
-    const int64_t rows = std::min<int64_t>(MR, a.rows - i);
-    T* panel = packed + i * a.cols;
-    pack_panel<S, MR>(a.data + i * a.row_stride, rows, a.cols, a.row_stride, a.col_stride, panel,
-                      pack_rows, pack_steps);
-    // The panel was just written: summing it here reads L1, not A again.
-    if (row_sums != nullptr) add_panel_lane_sums<T, MR>(panel, rows, a.cols, row_sums + i);
-  }
+  constexpr int MR = static_cast<int>(BlockSizes<Acc<S>>::mr);
+  pack_panels<S, MR>(a.data, a.rows, a.cols, a.row_stride, a.col_stride, packed, row_sums,
+                     pack_rows, pack_steps);
 }
 
 template <typename S>
 void pack_b(ConstMatrixView<S> b, Acc<S>* packed, PackRowsKernel<S> pack_rows,
             PackStepsKernel<S> pack_steps) {
   constexpr int NR = static_cast<int>(BlockSizes<Acc<S>>::nr);
-  for (int64_t j = 0; j < b.cols; j += NR) {
-    const int64_t cols = std::min<int64_t>(NR, b.cols - j);
-    pack_panel<S, NR>(b.data + j * b.col_stride, cols, b.rows, b.col_stride, b.row_stride,
-                      packed + j * b.rows, pack_rows, pack_steps);
-  }
+  pack_panels<S, NR>(b.data, b.cols, b.rows, b.col_stride, b.row_stride, packed, nullptr,
+                     pack_rows, pack_steps);
 }
 
 template <typename T>
