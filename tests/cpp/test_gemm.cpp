@@ -888,7 +888,8 @@ std::vector<ModelCase> model_cases() {
       // 16-way (ways of 128 KiB). float: KC 320; MC 6 x 32 KiB / 1280 = 153 -> 150; A
       // 192000 B = 2 ways, NC 13 x 128 KiB / 1280 = 1331 -> 1328. double: KC 256; MC 6 x
       // 32 KiB / 2048 = 96; A 196608 B = 2 ways, NC 13 x 128 KiB / 2048 = 832.
-      {"nothing reported", CacheInfo{}, Isa::avx2, {150, 320, 1328, 512}, {96, 256, 832, 512}, 2048 * 32},
+      {"nothing reported", CacheInfo{}, Isa::avx2, {150, 320, 1328, 512}, {96, 256, 832, 512},
+       2048 * 32},
   };
 }
 

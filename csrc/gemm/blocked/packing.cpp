@@ -76,29 +76,21 @@ template <typename S, int W>
 void pack_panels(const S* data, int64_t width, int64_t depth, int64_t w_stride,
                  int64_t p_stride, Acc<S>* packed, Acc<S>* lane_sums,
                  PackRowsKernel<S> pack_rows, PackStepsKernel<S> pack_steps) {
-  if (w_stride == 1 && width > W) {
-    for (int64_t p = 0; p < depth; p += kStepBlock) {
-      const int64_t steps = std::min(kStepBlock, depth - p);
-      for (int64_t j = 0; j < width; j += W) {
-        pack_panel<S, W>(data + p * p_stride + j, std::min<int64_t>(W, width - j), steps, 1,
-                         p_stride, packed + j * depth + p * W, pack_rows, pack_steps);
+  // Steps per pass over the panels: all of them (panel by panel), or kStepBlock.
+  const int64_t step_block = w_stride == 1 && width > W ? kStepBlock : depth;
+  for (int64_t p = 0; p < depth; p += step_block) {
+    const int64_t steps = std::min(step_block, depth - p);
+    const bool last_steps = p + steps == depth;
+    for (int64_t j = 0; j < width; j += W) {
+      const int64_t lanes = std::min<int64_t>(W, width - j);
+      Acc<S>* panel = packed + j * depth;
+      pack_panel<S, W>(data + p * p_stride + j * w_stride, lanes, steps, w_stride, p_stride,
+                       panel + p * W, pack_rows, pack_steps);
+      // Each panel is summed once its last steps are written (panel by panel: from L1).
+      if (lane_sums != nullptr && last_steps) {
+        add_panel_lane_sums<Acc<S>, W>(panel, lanes, depth, lane_sums + j);
       }
     }
-    if (lane_sums != nullptr) {
-      for (int64_t j = 0; j < width; j += W) {
-        add_panel_lane_sums<Acc<S>, W>(packed + j * depth, std::min<int64_t>(W, width - j),
-                                       depth, lane_sums + j);
-      }
-    }
-    return;
-  }
-  for (int64_t j = 0; j < width; j += W) {
-    const int64_t lanes = std::min<int64_t>(W, width - j);
-    Acc<S>* panel = packed + j * depth;
-    pack_panel<S, W>(data + j * w_stride, lanes, depth, w_stride, p_stride, panel, pack_rows,
-                     pack_steps);
-    // The panel was just written: summing it here reads L1, not the source again.
-    if (lane_sums != nullptr) add_panel_lane_sums<Acc<S>, W>(panel, lanes, depth, lane_sums + j);
   }
 }
 
