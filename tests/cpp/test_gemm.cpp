@@ -4,7 +4,8 @@
 // (with the 16-bit conversions checked bit for bit against an exact rounding reference);
 // compressed_gemm (float A, int8 / 16-bit weights) on both of its paths.
 // `test_gemm bench [threads [m n k]]` prints GFLOP/s instead (env: BENCH_LAYOUT=fwd|gi|gw,
-// BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...").
+// BENCH_TYPES=f32,f64,bf16,f16 (default f32,f64), BENCH_PATH, BENCH_SHAPES="m,n,k;...",
+// BENCH_ONE_CORE=1: the threads' parts run one after another on one core, see OneCoreParts).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -35,6 +36,7 @@
 #include "gemm/blocked/packed_gemm.h"
 #include "gemm/blocked/partition.h"
 #include "gemm/blocked/tuning.h"
+#include "gemm/blocked/workspace.h"
 #include "gemm/cache_info.h"
 #include "gemm/gemm.h"
 #include "gemm/half.h"
@@ -1040,6 +1042,57 @@ void check_staged_c(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
+// Several rows of parts: the threads pack B once between them, into the calling thread's
+// shared buffer, which then holds exactly what prepack_b writes; C has the bits of one
+// thread's product (the same blocks of depth, summed in the same order). Each ISA, B in the
+// forward and the backward layouts, an n that leaves the last panel short and the column
+// shares uneven. An L3 share too small for the packed B: each part packs its own again.
+template <typename T>
+void check_shared_b(std::mt19937& rng) {
+  const int64_t m = 300, n = 301, k = 700;  // 4 threads: 2 x 2 parts of 150 x 144 or 157
+  const size_t packed_size = static_cast<size_t>(prepacked_b_size<T>(k, n));
+  for (Isa isa : isas()) {
+    for (Layout layout : {Layout::col_major, Layout::row_major}) {
+      ++g_checks;
+      const std::string where = std::string(type_name<T>()) + " " + isa_name(isa) +
+                                (layout == Layout::col_major ? " B = W^T" : " B = W");
+      set_active_isa(isa);
+      const Operand<T> a = make_operand<T>(m, k, Layout::row_major, rng);
+      const Operand<T> b = make_operand<T>(k, n, layout, rng);
+      std::vector<T> bias(n, from_double<T>(0.25)), one_thread(m * n), four_threads(m * n);
+      Epilogue<T> epilogue;
+      epilogue.bias = bias.data();
+      blocked_gemm<T>(a.view, b.view, {one_thread.data(), m, n, n}, epilogue, Threading{});
+      T* shared = blocked::shared_b_buffer<T>(packed_size);
+      std::fill(shared, shared + packed_size, from_double<T>(NAN));
+      blocked_gemm<T>(a.view, b.view, {four_threads.data(), m, n, n}, epilogue,
+                      spawning_threading(4));
+      AlignedBuffer expected_storage;
+      T* expected = static_cast<T*>(expected_storage.reserve(packed_size * sizeof(T)));
+      prepack_b<T>(b.view, prepack_depth<T>(k), expected);
+      if (std::memcmp(shared, expected, packed_size * sizeof(T)) != 0) {
+        fail("the shared packed B is not prepack_b's", where);
+      }
+      if (std::memcmp(one_thread.data(), four_threads.data(), one_thread.size() * sizeof(T)) != 0) {
+        fail("four threads with a shared B differ from one thread", where);
+      }
+      blocked::Tuning small_share = blocked::tuning();
+      small_share.l3_share_bytes = static_cast<int64_t>(packed_size * sizeof(T)) / 4 - 1;
+      blocked::set_tuning_for_testing(&small_share);
+      std::fill(shared, shared + packed_size, from_double<T>(NAN));
+      blocked_gemm<T>(a.view, b.view, {four_threads.data(), m, n, n}, epilogue,
+                      spawning_threading(4));
+      blocked::set_tuning_for_testing(nullptr);
+      const bool same = std::memcmp(one_thread.data(), four_threads.data(),
+                                    one_thread.size() * sizeof(T)) == 0;
+      if (!std::isnan(as_double(shared[0])) || !same) {
+        fail("a B past the threads' L3 shares is shared, or its product differs", where);
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+}
+
 // The depth of the packed path's blocks: k itself up to the one-pass depth, else balanced
 // blocks of at most KC; an override of the one-pass depth down to KC splits k past KC.
 void test_one_pass_depth() {
@@ -1071,20 +1124,70 @@ void test_grid_floor() {
 }
 
 // ---------------------------------------------------------------- timing
-template <typename T>
-double best_seconds(const std::function<void()>& run, double budget_seconds) {
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// `threads` threads emulated on the calling core (BENCH_ONE_CORE=1), for a machine with
+// fewer cores than the partition to study: each part of a parallel loop runs alone and is
+// timed, each part's best time over the runs kept (a part is short: one interruption would
+// otherwise decide), and the slowest part is the loop's time on `threads` idle cores. That
+// counts each part's own packing, edges and the grid's imbalance, not what the cores would
+// share (L3, memory bandwidth, the all-core clock).
+class OneCoreParts {
+ public:
+  Threading threading(int threads) {
+    Threading threading;
+    threading.num_threads = threads;
+    threading.parallel_for = [this](int64_t begin, int64_t end,
+                                    const std::function<void(int64_t, int64_t)>& body) {
+      if (best_.size() <= loop_) best_.emplace_back();
+      std::vector<double>& best = best_[loop_++];
+      best.resize(static_cast<size_t>(end - begin), 1e30);
+      for (int64_t part = begin; part < end; ++part) {
+        const auto start = std::chrono::steady_clock::now();
+        body(part, part + 1);
+        double& part_best = best[static_cast<size_t>(part - begin)];
+        part_best = std::min(part_best, seconds_since(start));
+      }
+    };
+    return threading;
+  }
+  void forget() { best_.clear(); }
+  void start_run() { loop_ = 0; }
+  // The emulated time of the runs since forget(): the sum over the parallel loops of each
+  // one's slowest part; negative if there was none (the product was not split).
+  double seconds() const {
+    double total = best_.empty() ? -1 : 0;
+    for (const std::vector<double>& loop : best_) {
+      total += *std::max_element(loop.begin(), loop.end());
+    }
+    return total;
+  }
+
+ private:
+  std::vector<std::vector<double>> best_;  // per parallel loop of a run, per part
+  size_t loop_ = 0;
+};
+
+// The best of at least 3 timed runs (after one untimed) spending about budget_seconds; with
+// `parts`, their emulated time where the product was split.
+double best_seconds(const std::function<void()>& run, double budget_seconds,
+                    OneCoreParts* parts = nullptr) {
   run();
+  if (parts != nullptr) parts->forget();
   double best = 1e30, spent = 0;
   int reps = 0;
   while ((spent < budget_seconds || reps < 3) && reps < 100000) {
+    if (parts != nullptr) parts->start_run();
     const auto start = std::chrono::steady_clock::now();
     run();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = seconds_since(start);
     best = std::min(best, seconds);
     spent += seconds;
     ++reps;
   }
+  if (parts != nullptr && parts->seconds() >= 0) return parts->seconds();
   return best;
 }
 
@@ -1093,7 +1196,8 @@ double best_seconds(const std::function<void()>& run, double budget_seconds) {
 //   gi: A = G (m x k) row-major, B = W (k x n) row-major (grad_input)
 //   gw: A = G^T with G (k x m) row-major, B = X (k x n) row-major (grad_weight)
 template <typename T>
-void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, double budget) {
+void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, double budget,
+                 OneCoreParts* one_core) {
   std::mt19937 rng(1);
   const char* layout_env = std::getenv("BENCH_LAYOUT");
   const std::string layout = layout_env != nullptr ? layout_env : "fwd";
@@ -1104,13 +1208,21 @@ void bench_shape(int64_t m, int64_t n, int64_t k, const Threading& threading, do
   Epilogue<T> epilogue;
   if (layout == "fwd") epilogue.bias = bias.data();
   if (layout == "gw") epilogue.a_row_sums = row_sums.data();
-  const double seconds = best_seconds<T>(
-      [&] { blocked_gemm<T>(a.view, b.view, {out.data(), m, n, n}, epilogue, threading); },
-      budget);
-  std::printf("%-4s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s\n",
+  const auto time_on = [&](const Threading& on, OneCoreParts* parts) {
+    return best_seconds(
+        [&] { blocked_gemm<T>(a.view, b.view, {out.data(), m, n, n}, epilogue, on); }, budget,
+        parts);
+  };
+  const double seconds = time_on(threading, one_core);
+  std::printf("%-4s %2d thr  m=%5lld n=%5lld k=%5lld  %10.2f us  %7.2f GFLOP/s",
               type_name<T>(), threading.num_threads, static_cast<long long>(m),
               static_cast<long long>(n), static_cast<long long>(k), seconds * 1e6,
               2.0 * m * n * k / seconds / 1e9);
+  if (one_core != nullptr) {  // parallel efficiency against one thread on the same core
+    const double one_thread = time_on(Threading{}, nullptr);
+    std::printf("  one core: efficiency %.2f", one_thread / (seconds * threading.num_threads));
+  }
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -1121,8 +1233,12 @@ int bench(int argc, char** argv) {
                 isa_name(active_isa()), measure_fma_peak_gflops(false),
                 measure_fma_peak_gflops(true));
   }
-  SpinPool pool(threads);
-  const Threading threading = threads > 1 ? pool_threading(pool, threads) : Threading{};
+  OneCoreParts one_core_parts;
+  OneCoreParts* one_core = std::getenv("BENCH_ONE_CORE") != nullptr ? &one_core_parts : nullptr;
+  SpinPool pool(one_core != nullptr ? 1 : threads);
+  const Threading threading = one_core != nullptr ? one_core->threading(threads)
+                              : threads > 1       ? pool_threading(pool, threads)
+                                                  : Threading{};
   std::vector<std::array<int64_t, 3>> shapes = {  // m (batch), n (out), k (in)
       // (run.sh bench THREADS M N K: one shape)
       {1, 16, 16},     {8, 64, 64},      {16, 128, 128},   {64, 256, 256},   {128, 512, 512},
@@ -1155,10 +1271,10 @@ int bench(int argc, char** argv) {
                             : std::strstr(types, name) != nullptr;
   };
   for (const auto& s : shapes) {
-    if (wanted("f32")) bench_shape<float>(s[0], s[1], s[2], threading, budget);
-    if (wanted("bf16")) bench_shape<bfloat16_t>(s[0], s[1], s[2], threading, budget);
-    if (wanted("f16")) bench_shape<float16_t>(s[0], s[1], s[2], threading, budget);
-    if (wanted("f64")) bench_shape<double>(s[0], s[1], s[2], threading, budget);
+    if (wanted("f32")) bench_shape<float>(s[0], s[1], s[2], threading, budget, one_core);
+    if (wanted("bf16")) bench_shape<bfloat16_t>(s[0], s[1], s[2], threading, budget, one_core);
+    if (wanted("f16")) bench_shape<float16_t>(s[0], s[1], s[2], threading, budget, one_core);
+    if (wanted("f64")) bench_shape<double>(s[0], s[1], s[2], threading, budget, one_core);
   }
   return 0;
 }
@@ -1185,6 +1301,8 @@ int main(int argc, char** argv) {
     check_staged_c<float>(model_rng);
     check_staged_c<double>(model_rng);
     check_staged_c<bfloat16_t>(model_rng);
+    check_shared_b<float>(model_rng);
+    check_shared_b<double>(model_rng);
   }
   run_tests<float>();
   run_tests<double>();

@@ -19,7 +19,7 @@
 //     MC = C_Ac N_L2 C_L2 / (KC S), rounded down to a multiple of MR.
 //   NC (L3): likewise the KC x NC panel of B takes the ways left after one and those of
 //     the A block, in this thread's share of L3 (size / logical CPUs sharing it: every
-//     thread packs its own panel, partition.h); NC rounded down to a multiple of NR.
+//     thread works on its own panel, partition.h); NC rounded down to a multiple of NR.
 //   One pass (L1): a k of at most ONE_PASS_KC steps, the depth whose B micro-panel fills
 //     the L1d (S_L1 / (NR S), a multiple of kKcStep, at least KC), runs as one block of
 //     depth with MC scaled down to keep the A block's bytes: a second pass over C (and its
@@ -68,7 +68,8 @@ struct Tuning {
   // Very few rows and a B beyond this (L2) stream B once (path.cpp).
   int64_t stream_b_bytes = 0;
   // Few rows and a B (or a narrow B and an A) within this thread's L3 share are read in
-  // place (path.cpp).
+  // place (path.cpp); a B that the threads' shares hold is packed once for all of them
+  // (blocked_gemm.cpp).
   int64_t l3_share_bytes = 0;
   // Every thread's part has at least this many flops (partition.h).
   int64_t min_parallel_flops = 0;

@@ -145,6 +145,61 @@ ConstMatrixView<S> rows_of(ConstMatrixView<S> a, Range rows) {
 }
 
 template <typename S>
+ConstMatrixView<S> cols_of(ConstMatrixView<S> b, Range cols) {
+  return {b.data + cols.begin * b.col_stride, b.rows, cols.end - cols.begin, b.row_stride,
+          b.col_stride};
+}
+
+// Columns `cols` of b (from a multiple of NR) in prepack_b's layout (blocked_gemm.h), written
+// into `packed`, which holds all of b's columns.
+template <typename T>
+void prepack_columns(const Kernels<T>& kernels, ConstMatrixView<T> b, int64_t kc, Range cols,
+                     T* packed) {
+  const int64_t padded_cols = round_up(b.cols, BlockSizes<T>::nr);
+  for (int64_t pc = 0; pc < b.rows; pc += kc) {
+    const int64_t kc_here = std::min(kc, b.rows - pc);
+    const ConstMatrixView<T> block{b.data + pc * b.row_stride, kc_here, b.cols, b.row_stride,
+                                   b.col_stride};
+    pack_b<T>(cols_of(block, cols), packed + pc * padded_cols + cols.begin * kc_here,
+              kernels.pack_b_rows, kernels.pack_b_steps);
+  }
+}
+
+// Whether the threads pack B once between them instead of each packing its part's columns:
+// where several rows of parts would pack the same columns (BLIS shares its packed panel
+// likewise), the packed B fits the threads' shares of L3, and the parts would run the packed
+// path anyway (which the product with prepacked B always runs).
+template <typename T>
+bool shares_packed_b(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& grid) {
+  const int64_t m = a.rows, n = b.cols, k = a.cols;
+  const int64_t packed_bytes =
+      k * round_up(n, BlockSizes<T>::nr) * static_cast<int64_t>(sizeof(T));
+  if (grid.row_parts < 2 || packed_bytes > tuning().l3_share_bytes * grid.parts()) return false;
+  const Range rows = split_range(m, grid.row_parts, 0, BlockSizes<T>::mr);
+  const Range cols = split_range(n, grid.col_parts, 0, BlockSizes<T>::nr);
+  const Path path = choose_path(rows_of(a, rows), cols_of(b, cols), rows.end - rows.begin,
+                                cols.end - cols.begin, k);
+  return path == Path::packed || path == Path::automatic;
+}
+
+// B packed as prepack_b packs it, into the calling thread's shared buffer, by `shares` parts
+// of its columns on `threading`.
+template <typename T>
+PrepackedB<T> pack_shared_b(const Kernels<T>& kernels, ConstMatrixView<T> b, int64_t shares,
+                            const Threading& threading) {
+  const int64_t kc = packed_depth<T>(b.rows);
+  const int64_t padded_cols = round_up(b.cols, BlockSizes<T>::nr);
+  T* packed = shared_b_buffer<T>(static_cast<size_t>(b.rows * padded_cols));
+  threading.run(0, shares, [&](int64_t first_share, int64_t end_share) {
+    for (int64_t share = first_share; share < end_share; ++share) {
+      prepack_columns(kernels, b, kc, split_range(b.cols, shares, share, BlockSizes<T>::nr),
+                      packed);
+    }
+  });
+  return {packed, b.rows, b.cols, kc};
+}
+
+template <typename S>
 OutputMatrix<S> block_of(OutputMatrix<S> c, Range rows, Range cols) {
   return {c.data + rows.begin * c.ld + cols.begin, rows.end - rows.begin, cols.end - cols.begin,
           c.ld};
@@ -190,11 +245,16 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
     part_gemm(kernels, a, b, c, bias, epilogue.a_row_sums);
     return;
   }
+  if constexpr (!is_half_v<S>) {
+    if (shares_packed_b(a, b, grid)) {
+      blocked_gemm(a, pack_shared_b(kernels, b, grid.parts(), threading), c, epilogue, threading);
+      return;
+    }
+  }
   for_each_part<T>(m, n, grid, threading, epilogue.a_row_sums,
                    [&](Range rows, Range cols, S* part_row_sums) {
     const ConstMatrixView<S> part_a = rows_of(a, rows);
-    const ConstMatrixView<S> part_b{b.data + cols.begin * b.col_stride, k, cols.end - cols.begin,
-                                    b.row_stride, b.col_stride};
+    const ConstMatrixView<S> part_b = cols_of(b, cols);
     if (rows.end == rows.begin || cols.end == cols.begin) {  // not with choose_grid's grids
       if (part_row_sums != nullptr) row_sums_of(kernels, part_a, part_row_sums);
       return;
@@ -228,13 +288,7 @@ void prepack_b(ConstMatrixView<T> b, int64_t kc, T* packed) {
   if (b.rows > 0 && b.cols > 0 && !prepack_aligned(packed)) {
     throw std::invalid_argument("prepack_b: the packed buffer is not 64-byte aligned");
   }
-  const Kernels<T>& kernels = active_kernels<T>();
-  const int64_t padded_cols = round_up(b.cols, BlockSizes<T>::nr);
-  for (int64_t pc = 0; pc < b.rows; pc += kc) {
-    const int64_t kc_here = std::min(kc, b.rows - pc);
-    pack_b<T>({b.data + pc * b.row_stride, kc_here, b.cols, b.row_stride, b.col_stride},
-              packed + pc * padded_cols, kernels.pack_b_rows, kernels.pack_b_steps);
-  }
+  prepack_columns(active_kernels<T>(), b, kc, {0, b.cols}, packed);
 }
 
 template <typename T>

@@ -1,6 +1,7 @@
 // Splitting C into disjoint rectangles, one per thread: each thread then runs the
 // whole single-threaded GEMM on its rectangle with its own packed buffers, so no
-// packed block is shared and no synchronisation is needed inside.
+// synchronisation is needed inside. (Where several rows of parts would pack the same
+// columns of B, the threads first pack B once between them, blocked_gemm.cpp.)
 #pragma once
 
 #include <cstdint>

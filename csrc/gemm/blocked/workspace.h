@@ -1,8 +1,8 @@
 // Per-thread scratch memory for packed blocks, reused across calls.
 //
-// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B) or by the
-// thread's L3 share (staged C), never by the problem, so a thread allocates at most
-// once per buffer and then reuses it.
+// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B) or by L3 (the
+// thread's share for a staged C, the threads' shares for a shared B), never by the
+// problem, so a thread allocates at most once per buffer and then reuses it.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,10 @@ T* packed_b_buffer(std::size_t elements);
 // The calling thread's buffer for C staged away from an aliasing row stride (packed_gemm.cpp).
 template <typename T>
 T* staged_c_buffer(std::size_t elements);
+// The calling thread's buffer for a B that all threads of its product pack between them and
+// read (blocked_gemm.cpp); bounded by the threads' shares of L3.
+template <typename T>
+T* shared_b_buffer(std::size_t elements);
 // The calling thread's float buffer for the float results of 16-bit GEMMs, before
 // they are rounded (its size is bounded by the caller, blocked_gemm.cpp).
 float* accumulator_buffer(std::size_t elements);
