@@ -18,8 +18,9 @@
 //     B micro-panel needs: C_Ac = W_L2 - 1 - ceil(KC NR S / (N_L2 C_L2));
 //     MC = C_Ac N_L2 C_L2 / (KC S), rounded down to a multiple of MR.
 //   NC (L3): likewise the KC x NC panel of B takes the ways left after one and those of
-//     the A block, in this thread's share of L3 (size / logical CPUs sharing it: every
-//     thread works on its own panel, partition.h); NC rounded down to a multiple of NR.
+//     the A block, in this thread's share of L3 (size / logical CPUs sharing it: each
+//     thread works through its part's columns, partition.h); NC rounded down to a
+//     multiple of NR.
 //   One pass (L1): a k of at most ONE_PASS_KC steps, the depth whose B micro-panel fills
 //     the L1d (S_L1 / (NR S), a multiple of kKcStep, at least KC), runs as one block of
 //     depth with MC scaled down to keep the A block's bytes: a second pass over C (and its
