@@ -172,8 +172,7 @@ void prepack_columns(const Kernels<T>& kernels, ConstMatrixView<T> b, int64_t kc
 template <typename T>
 bool shares_packed_b(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& grid) {
   const int64_t m = a.rows, n = b.cols, k = a.cols;
-  const int64_t packed_bytes =
-      k * round_up(n, BlockSizes<T>::nr) * static_cast<int64_t>(sizeof(T));
+  const int64_t packed_bytes = prepacked_b_size<T>(k, n) * static_cast<int64_t>(sizeof(T));
   if (grid.row_parts < 2 || packed_bytes > tuning().l3_share_bytes * grid.parts()) return false;
   const Range rows = split_range(m, grid.row_parts, 0, BlockSizes<T>::mr);
   const Range cols = split_range(n, grid.col_parts, 0, BlockSizes<T>::nr);
@@ -187,9 +186,8 @@ bool shares_packed_b(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& gri
 template <typename T>
 PrepackedB<T> pack_shared_b(const Kernels<T>& kernels, ConstMatrixView<T> b, int64_t shares,
                             const Threading& threading) {
-  const int64_t kc = packed_depth<T>(b.rows);
-  const int64_t padded_cols = round_up(b.cols, BlockSizes<T>::nr);
-  T* packed = shared_b_buffer<T>(static_cast<size_t>(b.rows * padded_cols));
+  const int64_t kc = prepack_depth<T>(b.rows);
+  T* packed = shared_b_buffer<T>(static_cast<size_t>(prepacked_b_size<T>(b.rows, b.cols)));
   threading.run(0, shares, [&](int64_t first_share, int64_t end_share) {
     for (int64_t share = first_share; share < end_share; ++share) {
       prepack_columns(kernels, b, kc, split_range(b.cols, shares, share, BlockSizes<T>::nr),
