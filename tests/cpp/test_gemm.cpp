@@ -344,8 +344,11 @@ bool close_enough(double got, double want, double bound) {
 
 // Computes the problem once in float64, then checks every variant against it.
 template <typename T>
-void check_problem(const Problem& c, const std::vector<Variant>& variants, std::mt19937& rng,
-                   bool poison = false) {
+void check_problem(const Problem& c, const std::vector<Variant>& variants,
+                   std::mt19937& shared_rng, bool poison = false) {
+  // One draw from the shared generator whichever shard runs the problem, so that every shard
+  // draws the same later problems and assigns them alike (in_this_shard).
+  std::mt19937 rng(shared_rng());
   // The float64 reference, then each variant.
   if (!in_this_shard(problem_cost(c.m, c.n, c.k, variants.size() + 1))) return;
   Operand<T> a = make_operand<T>(c.m, c.k, c.a_layout, rng);
@@ -775,7 +778,7 @@ void check_long_reductions() {
 // compressed_gemm against float64 on the same (widened) weights: few rows (the dot
 // path) and many (widened blocks on blocked_gemm), strided A, scales and bias, threads.
 template <typename W>
-void check_compressed(std::mt19937& rng) {
+void check_compressed(std::mt19937& shared_rng) {
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   std::uniform_int_distribution<int> quantised(-127, 127);
   const int64_t shapes[][3] = {{1, 1, 1},     {1, 37, 19}, {3, 9, 600},    {5, 4100, 33},
@@ -783,7 +786,9 @@ void check_compressed(std::mt19937& rng) {
                                {7, 3, 0},     {0, 5, 4}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
-    // Two layouts of A, each on two thread counts in every ISA.
+    // Two layouts of A, each on two thread counts in every ISA; one draw per shape whichever
+    // shard runs it (see check_problem).
+    std::mt19937 rng(shared_rng());
     if (!in_this_shard(problem_cost(m, n, k, 4 * isas().size()))) continue;
     for (const bool transposed_a : {false, true}) {
       std::vector<float> a(static_cast<size_t>(m * k));
