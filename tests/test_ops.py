@@ -102,6 +102,27 @@ def test_forward_and_backward_match_f_linear(backend: str, dtype: torch.dtype) -
             torch.testing.assert_close(a, e, **tolerance(dtype, max(x.numel(), 1)))
 
 
+# Shapes (batch, in, out) that take each of blocked's forward paths with AVX2 (path.cpp): dot
+# (8 rows), transposed (16 to 64 rows, whole tiles, at least 256 deep), packed (more rows or a
+# shallower product), broadcast (a narrow weight under many rows).
+PATH_SHAPES = [(8, 300, 40), (16, 256, 70), (32, 700, 33), (64, 512, 250), (24, 512, 64),
+               (200, 300, 90), (128, 64, 64)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", PATH_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_forward_paths_match_float64(backend: str, dtype: torch.dtype,
+                                     shape: tuple[int, int, int]) -> None:
+    batch, in_features, out_features = shape
+    x = torch.randn(batch, in_features, dtype=dtype)
+    w = torch.randn(out_features, in_features, dtype=dtype)
+    b = torch.randn(out_features, dtype=dtype)
+    tol = tolerance(dtype, in_features)
+    for bias in (b, None):
+        expected = F.linear(x.double(), w.double(), None if bias is None else bias.double())
+        torch.testing.assert_close(eml_ops.linear(x, w, bias), expected.to(dtype), **tol)
+
+
 def test_grad_without_bias_skips_bias(backend: str) -> None:
     x = torch.randn(3, 4, requires_grad=True)
     w = torch.randn(2, 4)

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -314,6 +315,7 @@ const char* path_name(Path path) {
     case Path::dot: return "dot";
     case Path::broadcast: return "broadcast";
     case Path::stream: return "stream";
+    case Path::transposed: return "transposed";
   }
   return "?";
 }
@@ -457,8 +459,8 @@ std::vector<Isa> isas() {
   return list;
 }
 
-constexpr Path kPaths[] = {Path::automatic, Path::packed, Path::dot, Path::broadcast,
-                           Path::stream};
+constexpr Path kPaths[] = {Path::automatic, Path::packed, Path::dot,
+                           Path::broadcast, Path::stream, Path::transposed};
 
 // Every ISA x path, with the given thread counts.
 std::vector<Variant> all_variants(std::initializer_list<int> thread_counts) {
@@ -1128,6 +1130,52 @@ void test_grid_floor() {
   }
 }
 
+// The transposed path's choice (path.cpp): with AVX2, X · W^T whose rows of X fill whole
+// broadcast tiles, up to kTransposedMaxRows, at least 256 deep; elsewhere the other paths.
+template <typename T>
+void check_transposed_choice() {
+  constexpr int64_t tile = blocked::kBroadcastCols<T>;
+  constexpr int64_t n = 512;
+  // choose_path reads the views' shapes and strides, never their values.
+  const T* nowhere = nullptr;
+  const auto path = [&](int64_t m, int64_t k, bool weight_transposed) {
+    const ConstMatrixView<T> a{nowhere, m, k, k, 1};
+    const ConstMatrixView<T> b = weight_transposed ? ConstMatrixView<T>{nowhere, k, n, 1, k}
+                                                   : ConstMatrixView<T>{nowhere, k, n, n, 1};
+    return blocked::choose_path(a, b, m, n, k);
+  };
+  const std::string where = std::string("choose_path, ") + type_name<T>();
+  if (isa_supported(Isa::avx2)) {
+    set_active_isa(Isa::avx2);
+    for (const int64_t m : {tile, blocked::kTransposedMaxRows<T>}) {
+      ++g_checks;
+      if (path(m, 256, true) != Path::transposed) {
+        fail(std::to_string(m) + " rows x 256: not transposed", where);
+      }
+    }
+    // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T).
+    const int64_t beyond_l2 = blocked::tuning().stream_b_bytes / (tile * int64_t(sizeof(T))) + 1;
+    const int64_t too_many = blocked::kTransposedMaxRows<T> + tile;
+    const std::tuple<int64_t, int64_t, bool> others[] = {{tile + 2, 1024, true},
+                                                         {too_many, 1024, true},
+                                                         {tile, 255, true},
+                                                         {tile, beyond_l2, true},
+                                                         {tile, 1024, false}};
+    for (const auto& [m, k, weight_transposed] : others) {
+      ++g_checks;
+      if (path(m, k, weight_transposed) == Path::transposed) {
+        fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +
+                 ": transposed",
+             where);
+      }
+    }
+  }
+  set_active_isa(Isa::generic);
+  ++g_checks;
+  if (path(tile, 1024, true) == Path::transposed) fail("generic ISA: transposed", where);
+  set_active_isa(detected_isa());
+}
+
 // ---------------------------------------------------------------- timing
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -1262,12 +1310,13 @@ int bench(int argc, char** argv) {
     }
   }
   const double budget = std::getenv("BENCH_BUDGET") ? std::atof(std::getenv("BENCH_BUDGET")) : 0.3;
-  if (const char* path = std::getenv("BENCH_PATH")) {  // packed, dot, broadcast
+  if (const char* path = std::getenv("BENCH_PATH")) {  // packed, dot, broadcast, ...
     const std::string name = path;
     blocked::force_path(name == "packed" ? Path::packed
                         : name == "dot"  ? Path::dot
                         : name == "broadcast" ? Path::broadcast
                         : name == "stream" ? Path::stream
+                        : name == "transposed" ? Path::transposed
                                               : Path::automatic);
   }
   const char* types = std::getenv("BENCH_TYPES");  // e.g. "f32,bf16"; unset: f32 and f64
@@ -1298,6 +1347,8 @@ int main(int argc, char** argv) {
   test_block_model();
   test_one_pass_depth();
   test_grid_floor();
+  check_transposed_choice<float>();
+  check_transposed_choice<double>();
   {
     std::mt19937 model_rng(11);
     check_model_blocks<float>(model_rng);

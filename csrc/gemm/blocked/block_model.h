@@ -66,7 +66,8 @@ struct Tuning {
   // A packed or broadcast block of B of at most this many bytes is walked row by row
   // (kShallowBlock*: write-bound products): the L1d size.
   int64_t shallow_block_bytes = 0;
-  // Very few rows and a B beyond this (L2) stream B once (path.cpp).
+  // Very few rows and a B beyond this (L2) stream B once; the transposed path's copy of A^T
+  // stays within it (path.cpp).
   int64_t stream_b_bytes = 0;
   // Few rows and a B (or a narrow B and an A) within this thread's L3 share are read in
   // place (path.cpp); a B that the threads' shares hold is packed once for all of them

@@ -39,6 +39,9 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
     case Path::stream:
       stream_gemm(kernels, a, b, c, bias);
       break;
+    case Path::transposed:
+      transposed_gemm(kernels, a, b, c, bias);
+      break;
     case Path::automatic:
     case Path::packed:
       packed_gemm(kernels, a, b, c, bias, row_sums);

@@ -22,13 +22,19 @@ constexpr int64_t kDotKc = 2048 / sizeof(T);
 template <typename T>
 constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 
+// Columns of C (rows of W) per block of the transposed path: whole tiles of rows of C^T
+// (no edge tile per block), whose block (240 x 64 floats at most as path.cpp chooses it:
+// 60 KiB) stays in L1 or L2 until it is transposed into C.
+constexpr int64_t kTransposedCols = 40 * kBroadcastRows;
+
 // Rows of the next dot tile: kDotRows, but never leave a single row for last.
 int64_t dot_tile_rows(int64_t remaining) {
   if (remaining == kDotRows + 1) return 2;
   return std::min<int64_t>(kDotRows, remaining);
 }
 
-// B (small, float or double: path.cpp) copied into this thread's buffer, row-major.
+// A small float or double matrix (a narrow B, or the transposed path's A^T: path.cpp) copied
+// into this thread's buffer for B, row-major.
 template <typename S>
 ConstMatrixView<S> copy_into_rows(ConstMatrixView<S> b) {
   if constexpr (std::is_same_v<S, Acc<S>>) {
@@ -113,6 +119,32 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
 }
 
 template <typename S>
+void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+  if constexpr (std::is_same_v<S, Acc<S>>) {
+    const int64_t m = c.rows, n = c.cols;
+    const ConstMatrixView<S> a_t = copy_into_rows(a.transposed());  // k x m, rows contiguous
+    const ConstMatrixView<S> w = b.transposed();                    // n x k, read in place
+    S* block = staged_c_buffer<S>(static_cast<std::size_t>(kTransposedCols * m));
+    for (int64_t j = 0; j < n; j += kTransposedCols) {
+      const int64_t cols = std::min(kTransposedCols, n - j);
+      const ConstMatrixView<S> w_rows{w.data + j * w.row_stride, cols, w.cols, w.row_stride,
+                                      w.col_stride};
+      broadcast_gemm(kernels, w_rows, a_t, OutputMatrix<S>{block, cols, m, m}, nullptr);
+      // C's columns j .. j + cols are the block's rows, in L1.
+      for (int64_t i = 0; i < m; ++i) {
+        S* c_row = c.data + i * c.ld + j;
+        for (int64_t col = 0; col < cols; ++col) {
+          c_row[col] = bias != nullptr ? block[col * m + i] + bias[j + col] : block[col * m + i];
+        }
+      }
+    }
+  } else {
+    throw std::logic_error("transposed_gemm: float and double only");
+  }
+}
+
+template <typename S>
 void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   using T = Acc<S>;
@@ -150,12 +182,14 @@ void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
 }
 
 #define EML_INSTANTIATE_DIRECT(S)                                                          \
-  template void dot_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,       \
-                            OutputMatrix<Acc<S>>, const Acc<S>*);                            \
-  template void broadcast_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>, \
-                                  OutputMatrix<Acc<S>>, const Acc<S>*);                      \
-  template void stream_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \
-                               OutputMatrix<Acc<S>>, const Acc<S>*);
+  template void dot_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,        \
+                            OutputMatrix<Acc<S>>, const Acc<S>*);                             \
+  template void broadcast_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,  \
+                                  OutputMatrix<Acc<S>>, const Acc<S>*);                       \
+  template void stream_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,     \
+                               OutputMatrix<Acc<S>>, const Acc<S>*);                          \
+  template void transposed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>, \
+                                   OutputMatrix<Acc<S>>, const Acc<S>*);
 EML_INSTANTIATE_DIRECT(float)
 EML_INSTANTIATE_DIRECT(double)
 EML_INSTANTIATE_DIRECT(bfloat16_t)

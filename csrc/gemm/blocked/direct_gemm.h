@@ -20,6 +20,14 @@ template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
+// Needs a.col_stride == 1 and b.row_stride == 1, as dot_gemm, and float or double: C = A·B
+// (+ bias) as C^T = B^T·A^T on the broadcast tiles, for few rows of A (X) and a B^T (W) read
+// in place, whose values the tiles broadcast, instead of packed (a transpose of all of W);
+// A^T is copied into rows (k x m), and C^T is transposed into C a block of columns at a time.
+template <typename S>
+void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                     OutputMatrix<Acc<S>> c, const Acc<S>* bias);
+
 // Needs b.col_stride == 1; meant for very few rows and a B too large for cache:
 // reads each row of B once, in order, updating column blocks of C held in L1.
 template <typename S>

@@ -17,6 +17,11 @@ std::atomic<Path> g_forced_path{Path::automatic};
 constexpr int64_t kCopiedBMinRows = 64;
 constexpr int64_t kCopiedBMaxCols = 64;
 
+// The transposed path (direct_gemm.h) from this depth on, with AVX2, for rows of A that fill
+// whole broadcast tiles, up to kTransposedMaxRows (path.h). X^T, re-read for every block of
+// W's rows, must fit L2 (64x1024x4096 runs even).
+constexpr int64_t kTransposedMinK = 256;
+
 // At most this many steps of k count as shallow (write-bound).
 constexpr int64_t kShallowK = 4;
 
@@ -31,6 +36,11 @@ template <typename T>
 bool copies_b_into_rows(ConstMatrixView<T> b) {
   return std::is_same_v<T, Acc<T>> && b.row_stride == 1 &&
          b.rows * b.cols * static_cast<int64_t>(sizeof(T)) <= tuning().shallow_block_bytes;
+}
+
+template <typename T>
+bool transposed_applies(ConstMatrixView<T> a, ConstMatrixView<T> b) {
+  return std::is_same_v<T, Acc<T>> && dot_applies(a, b);
 }
 
 template <typename T>
@@ -49,6 +59,7 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   if (forced == Path::dot && dot_applies(a, b)) return Path::dot;
   if (forced == Path::broadcast && broadcast_applies(b)) return Path::broadcast;
   if (forced == Path::stream && b.col_stride == 1) return Path::stream;
+  if (forced == Path::transposed && transposed_applies(a, b)) return Path::transposed;
   if (forced != Path::automatic) return Path::packed;
 
   // Packing B costs about as much as a few rows of compute, packing A as a few
@@ -57,6 +68,14 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   const Tuning& limits = tuning();
   const int64_t a_bytes = m * k * static_cast<int64_t>(sizeof(T));
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
+  // Few rows of X (whole tiles of C^T) times a deep W: read W in place (dot's tiles do too,
+  // but reduce across lanes and load both operands per step), with X^T copied into L2.
+  constexpr int64_t tile = kBroadcastCols<T>;
+  if (transposed_applies(a, b) && active_isa() == Isa::avx2 && m % tile == 0 &&
+      m <= kTransposedMaxRows<T> && k >= kTransposedMinK &&
+      a_bytes <= limits.stream_b_bytes) {
+    return Path::transposed;
+  }
   if (dot_applies(a, b) && (m <= 8 || (m <= limits.dot_max_rows && k >= 256) || n <= 8)) {
     return Path::dot;
   }
