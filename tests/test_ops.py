@@ -103,8 +103,8 @@ def test_forward_and_backward_match_f_linear(backend: str, dtype: torch.dtype) -
 
 
 # Shapes (batch, in, out) that take each of blocked's forward paths with AVX2 (path.cpp): dot
-# (8 rows), transposed (16 to 64 rows, whole tiles, at least 256 deep), packed (more rows or a
-# shallower product), broadcast (a narrow weight under many rows).
+# (8 rows of float, 24 rows), transposed (16 to 64 rows of float, 8 of double, at least 256
+# deep), packed (more rows or a shallower product), broadcast (a narrow weight, many rows).
 PATH_SHAPES = [(8, 300, 40), (16, 256, 70), (32, 700, 33), (64, 512, 250), (24, 512, 64),
                (200, 300, 90), (128, 64, 64)]
 
