@@ -50,6 +50,21 @@ ConstMatrixView<S> copy_into_rows(ConstMatrixView<S> b) {
   }
 }
 
+// C's columns j .. j + cols are the rows of a block of C^T (cols x m, in L1 or L2), written
+// with the bias.
+template <typename T>
+void transpose_block_into_c(const T* block, int64_t cols, int64_t m, OutputMatrix<T> c,
+                            int64_t j, const T* bias) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* c_row = c.data + i * c.ld + j;
+    if (bias == nullptr) {
+      for (int64_t col = 0; col < cols; ++col) c_row[col] = block[col * m + i];
+    } else {
+      for (int64_t col = 0; col < cols; ++col) c_row[col] = block[col * m + i] + bias[j + col];
+    }
+  }
+}
+
 }  // namespace
 
 template <typename S>
@@ -131,13 +146,7 @@ void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatri
       const ConstMatrixView<S> w_rows{w.data + j * w.row_stride, cols, w.cols, w.row_stride,
                                       w.col_stride};
       broadcast_gemm(kernels, w_rows, a_t, OutputMatrix<S>{block, cols, m, m}, nullptr);
-      // C's columns j .. j + cols are the block's rows, in L1.
-      for (int64_t i = 0; i < m; ++i) {
-        S* c_row = c.data + i * c.ld + j;
-        for (int64_t col = 0; col < cols; ++col) {
-          c_row[col] = bias != nullptr ? block[col * m + i] + bias[j + col] : block[col * m + i];
-        }
-      }
+      transpose_block_into_c(block, cols, m, c, j, bias);
     }
   } else {
     throw std::logic_error("transposed_gemm: float and double only");

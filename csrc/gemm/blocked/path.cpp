@@ -17,10 +17,10 @@ std::atomic<Path> g_forced_path{Path::automatic};
 constexpr int64_t kCopiedBMinRows = 64;
 constexpr int64_t kCopiedBMaxCols = 64;
 
-// The transposed path (direct_gemm.h) from this depth on, with AVX2, for rows of A that fill
-// whole broadcast tiles, up to kTransposedMaxRows (path.h). X^T, re-read for every block of
-// W's rows, must fit L2 (64 rows x 4096 deep, 1 MiB, ran no faster than packed).
-constexpr int64_t kTransposedMinK = 256;
+// From this depth on, a few rows of A read B in place rather than packed: the transposed
+// path (direct_gemm.h) with AVX2, for rows of A that fill whole broadcast tiles, up to
+// kTransposedMaxRows (path.h), and the dot path up to Tuning::dot_max_rows.
+constexpr int64_t kDeepK = 256;
 
 // At most this many steps of k count as shallow (write-bound).
 constexpr int64_t kShallowK = 4;
@@ -69,14 +69,15 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   const int64_t a_bytes = m * k * static_cast<int64_t>(sizeof(T));
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
   // Few rows of X (whole tiles of C^T) times a deep W: read W in place (dot's tiles do too,
-  // but reduce across lanes and load both operands per step), with X^T copied into L2.
+  // but reduce across lanes and load both operands per step), with X^T copied into L2: it is
+  // re-read for every block of W's rows (64 rows x 4096 deep, 1 MiB, ran no faster packed).
   constexpr int64_t tile = kBroadcastCols<T>;
   if (transposed_applies(a, b) && active_isa() == Isa::avx2 && m % tile == 0 &&
-      m <= kTransposedMaxRows<T> && k >= kTransposedMinK &&
+      m <= kTransposedMaxRows<T> && k >= kDeepK &&
       a_bytes <= limits.stream_b_bytes) {
     return Path::transposed;
   }
-  if (dot_applies(a, b) && (m <= 8 || (m <= limits.dot_max_rows && k >= 256) || n <= 8)) {
+  if (dot_applies(a, b) && (m <= 8 || (m <= limits.dot_max_rows && k >= kDeepK) || n <= 8)) {
     return Path::dot;
   }
   // A narrow B with contiguous columns (the forward's W^T) in L1, with AVX2 (whose broadcast
