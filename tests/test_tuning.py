@@ -31,7 +31,11 @@ THRESHOLD_NAMES = (
     "min_parallel_flops",
     "dot_max_rows",
     "aliasing_row_bytes",
+    "narrow_tiles",
+    "transposed_max_rows",
 )
+# Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles.
+MAY_BE_ZERO = ("narrow_tiles", "transposed_max_rows")
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
 FLOPS_PER_CYCLE = {"generic": 8, "avx2": 32, "avx512": 64}
@@ -97,7 +101,7 @@ def test_report_structure() -> None:
     assert set(tuning["values"]) == set(BLOCK_NAMES + THRESHOLD_NAMES)
     for name, entry in tuning["values"].items():
         assert entry["env"] == "EML_OPS_" + name.upper()
-        assert entry["value"] > 0 and entry["note"]
+        assert (entry["value"] > 0 or name in MAY_BE_ZERO) and entry["note"]
 
 
 @pytest.mark.parametrize("isa", eml_ops._C.supported_isas())
@@ -120,6 +124,10 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     assert values["min_parallel_flops"]["model"] == 2048 * FLOPS_PER_CYCLE[isa]
     l1_size, l1_ways, l1_line, _ = level(caches, "L1d")
     assert values["aliasing_row_bytes"]["model"] == way_bytes(l1_size, l1_ways, l1_line) // 2
+    narrow = isa == "avx2" or (isa == "avx512" and eml_ops._C.cpu_splits_avx512())
+    assert values["narrow_tiles"]["model"] == int(narrow)
+    transposed_rows = 0 if not narrow else 64 if isa == "avx2" else 32
+    assert values["transposed_max_rows"]["model"] == transposed_rows
 
 
 def test_text_report_names_every_value() -> None:

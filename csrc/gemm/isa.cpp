@@ -97,8 +97,21 @@ bool cpu_has_avx512f() {
   return (regs[1] >> 16) & 1;
 }
 
+// AMD family 19h (CPUID.1:EAX base family 0xF plus extended family 0xA): Zen 3 and Zen 4,
+// of which only Zen 4 has AVX-512, issued as two 256-bit halves.
+bool cpu_is_amd_family_19h() {
+  unsigned regs[4];
+  cpuid(0, 0, regs);
+  const bool amd = regs[1] == 0x68747541 && regs[3] == 0x69746e65 && regs[2] == 0x444d4163;
+  if (!amd || regs[0] < 1) return false;  // "AuthenticAMD" in EBX, EDX, ECX
+  cpuid(1, 0, regs);
+  const unsigned base_family = (regs[0] >> 8) & 0xf, extended_family = (regs[0] >> 20) & 0xff;
+  return base_family + (base_family == 0xf ? extended_family : 0) == 0x19;
+}
+
 #else
 
+bool cpu_is_amd_family_19h() { return false; }
 bool cpu_has_avx2_fma() { return false; }
 bool cpu_has_avx512f() { return false; }
 bool cpu_has_f16c_and_avx() { return false; }
@@ -143,6 +156,11 @@ bool cpu_has_f16c() {
 bool cpu_has_native_bf16() {
   static const bool has_native_bf16 = cpu_has_bf16_dot_products();
   return has_native_bf16;
+}
+
+bool cpu_splits_avx512() {
+  static const bool splits = cpu_has_avx512f() && cpu_is_amd_family_19h();
+  return splits;
 }
 
 Isa active_isa() { return active_isa_slot().load(std::memory_order_relaxed); }

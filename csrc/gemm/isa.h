@@ -64,4 +64,8 @@ bool cpu_has_f16c();
 // faster than our float-accumulating AVX2 kernels can.
 bool cpu_has_native_bf16();
 
+// Whether the CPU has AVX-512F but executes its 512-bit FMAs as two 256-bit halves (AMD
+// family 19h, Zen 4): 256-bit (AVX2-width) kernels then reach the same FMA rate.
+bool cpu_splits_avx512();
+
 }  // namespace eml::gemm

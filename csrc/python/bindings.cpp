@@ -109,6 +109,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Whether our backends run bfloat16 (else ATen does; see EML_OPS_BF16).");
   m.def("set_bf16_on_own_gemm", &eml::set_bf16_on_own_gemm, py::arg("own"),
         "Run bfloat16 on our backends (True) or send it to ATen (False), process-wide.");
+  m.def("cpu_splits_avx512", &eml::gemm::cpu_splits_avx512,
+        "Whether the CPU executes AVX-512 FMAs as two 256-bit halves (AMD Zen 4).");
   m.def("cpu_has_native_bf16", &eml::gemm::cpu_has_native_bf16,
         "Whether the CPU has bfloat16 dot products (AVX512_BF16 or AMX-BF16).");
   m.def("detected_isa", &eml_ops::detected_isa);

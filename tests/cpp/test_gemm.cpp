@@ -850,14 +850,16 @@ void check_compressed(std::mt19937& shared_rng) {
 }
 
 // ---------------------------------------------------------------- block-size model
-// The caches of four CPUs (size, ways, line, logical CPUs sharing) and the model's blocks
-// for them, worked out by hand from block_model.h (ways of 4 KiB in L1, 64 KiB in L2):
+// The caches of five CPUs (size, ways, line, logical CPUs sharing) and the model's blocks
+// for them, worked out by hand from block_model.h (ways of 4 KiB in L1, 64 KiB in L2 of
+// 512 KiB, 128 KiB in L2 of 1 MiB 8-way), and whether AVX-512 is split into 256-bit halves:
 struct ModelCase {
   const char* cpu;
   CacheInfo caches;
   Isa isa;
   blocked::CacheBlocks f32, f64;
   int64_t min_parallel_flops;
+  bool splits_avx512 = false;
 };
 
 CacheInfo caches_of(CacheLevel l1d, CacheLevel l2, CacheLevel l3) {
@@ -878,6 +880,13 @@ std::vector<ModelCase> model_cases() {
       // double 6x8: KC 256 (3 + 4); MC 6 x 64 KiB / 2048 B = 192; NC 14 MiB / 2048 = 7168.
       {"Zen 3", caches_of({32 * KiB, 8, 64, 1}, {512 * KiB, 8, 64, 1}, {32 * MiB, 16, 64, 2}),
        Isa::avx2, {306, 320, 11456, 512}, {192, 256, 7168, 512}, 2048 * 32},
+      // Zen 4 as this VM reports it (L2 1 MiB 8-way: ways of 128 KiB), AVX-512 in halves.
+      // float 6x32: KC 168 (A 1 way + B 6; 176: 2 + 6); MC 6 ways x 128 KiB / 672 B = 1170;
+      // A block 786240 B = 1 way of 1 MiB, NC 14 MiB / 672 B = 21845 -> 21824. double 6x16:
+      // KC 160 (2 + 5; 168: 2 + 6); MC 6 x 128 KiB / 1280 B = 614 -> 612; NC 14 MiB / 1280
+      // = 11468 -> 11456. One pass: 32 KiB / 128 B = 256 for both.
+      {"Zen 4", caches_of({32 * KiB, 8, 64, 1}, {1 * MiB, 8, 64, 1}, {32 * MiB, 16, 64, 2}),
+       Isa::avx512, {1170, 168, 21824, 256}, {612, 160, 11456, 256}, 2048 * 64, true},
       // Zen 5 (one 8-core CCD, SMT: L3 shared by 16 -> 2 MiB share, ways of 128 KiB).
       // float 6x32 (tile pairs): KC 288 (2 + 9 = 11 ways of 12 - 1; 296: 2 + 10); MC 14
       // ways x 64 KiB / 1152 B = 796 -> 792; A block 912384 B = 7 ways, NC 8 x 128 KiB /
@@ -917,7 +926,7 @@ void expect_blocks(const blocked::CacheBlocks& got, const blocked::CacheBlocks& 
 
 void test_block_model() {
   for (const ModelCase& c : model_cases()) {
-    const blocked::Tuning t = blocked::model_tuning(c.caches, c.isa);
+    const blocked::Tuning t = blocked::model_tuning(c.caches, c.isa, c.splits_avx512);
     const std::string where = std::string("block model, ") + c.cpu;
     expect_blocks(t.f32, c.f32, where + ", float");
     expect_blocks(t.f64, c.f64, where + ", double");
@@ -929,6 +938,15 @@ void test_block_model() {
         t.l3_share_bytes != known.l3.size_bytes / known.l3.sharing ||
         t.aliasing_row_bytes != known.l1d.size_bytes / known.l1d.ways / 2) {
       fail("thresholds differ from the caches and the ISA", where);
+    }
+    // Narrow (AVX2-width) tiles at full rate with AVX2 and with AVX-512 split in halves.
+    const bool narrow = c.isa == Isa::avx2 || c.splits_avx512;
+    const int64_t transposed_rows = !narrow ? 0 : c.isa == Isa::avx2 ? 64 : 32;
+    ++g_checks;
+    if (t.narrow_tiles != (narrow ? 1 : 0) || t.transposed_max_rows != transposed_rows) {
+      fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", transposed rows " +
+               std::to_string(t.transposed_max_rows),
+           where);
     }
   }
   // The tile of each ISA: the packed kernel's, AVX-512 in pairs.
@@ -949,7 +967,7 @@ void test_block_model() {
       fail("sets x ways x line != size", "cache_info");
     }
   }
-  const blocked::Tuning model = blocked::model_tuning(here, active_isa());
+  const blocked::Tuning model = blocked::model_tuning(here, active_isa(), cpu_splits_avx512());
   ++g_checks;
   if (std::getenv("EML_OPS_MC") == nullptr && blocked::tuning().f32.mc != model.f32.mc) {
     fail("tuning() is not the model's for this CPU", "tuning");
@@ -963,7 +981,7 @@ template <typename T>
 void check_model_blocks(std::mt19937& rng) {
   for (const ModelCase& c : model_cases()) {
     for (Isa isa : isas()) {
-      const blocked::Tuning t = blocked::model_tuning(c.caches, isa);
+      const blocked::Tuning t = blocked::model_tuning(c.caches, isa, c.splits_avx512);
       const blocked::CacheBlocks& blocks = t.blocks<accumulator_t<T>>();
       blocked::set_tuning_for_testing(&t);
       std::vector<Variant> variants = {{isa, Path::packed, 1}, {isa, Path::automatic, 2}};
@@ -1103,7 +1121,7 @@ void check_shared_b(std::mt19937& rng) {
 // The depth of the packed path's blocks: k itself up to the one-pass depth, else balanced
 // blocks of at most KC; an override of the one-pass depth down to KC splits k past KC.
 void test_one_pass_depth() {
-  blocked::Tuning t = blocked::model_tuning(model_cases()[0].caches, Isa::avx2);
+  blocked::Tuning t = blocked::model_tuning(model_cases()[0].caches, Isa::avx2, false);
   blocked::set_tuning_for_testing(&t);
   ++g_checks;
   const bool one_pass = blocked::packed_depth<float>(512) == 512 &&
@@ -1130,8 +1148,10 @@ void test_grid_floor() {
   }
 }
 
-// The transposed path's choice (path.cpp): with AVX2, X · W^T whose rows of X fill whole
-// broadcast tiles, up to kTransposedMaxRows, at least 256 deep; elsewhere the other paths.
+// The transposed path's choice (path.cpp): with narrow tiles (the model's tuning of each CPU
+// of model_cases() and each ISA: AVX2, or AVX-512 split into halves), X · W^T whose rows of
+// X fill whole broadcast tiles, up to transposed_max_rows, at least 256 deep; elsewhere, and
+// without narrow tiles (generic ISA, AVX-512 at full width), the other paths.
 template <typename T>
 void check_transposed_choice() {
   constexpr int64_t tile = blocked::kBroadcastCols<T>;
@@ -1144,36 +1164,43 @@ void check_transposed_choice() {
                                                    : ConstMatrixView<T>{nowhere, k, n, n, 1};
     return blocked::choose_path(a, b, m, n, k);
   };
-  const std::string where = std::string("choose_path, ") + type_name<T>();
-  if (isa_supported(Isa::avx2)) {
-    set_active_isa(Isa::avx2);
-    for (const int64_t m : {tile, blocked::kTransposedMaxRows<T>}) {
+  for (const ModelCase& c : model_cases()) {
+    for (const Isa isa : kAllIsas) {
+      const blocked::Tuning t = blocked::model_tuning(c.caches, isa, c.splits_avx512);
+      blocked::set_tuning_for_testing(&t);
+      const std::string where = std::string("choose_path, ") + type_name<T>() + ", " + c.cpu +
+                                ", " + isa_name(isa);
+      const int64_t max_rows = blocked::transposed_max_rows<T>(t);
+      const bool narrow = isa == Isa::avx2 || (isa == Isa::avx512 && c.splits_avx512);
       ++g_checks;
-      if (path(m, 256, true) != Path::transposed) {
-        fail(std::to_string(m) + " rows x 256: not transposed", where);
+      if (narrow != (max_rows >= tile)) fail("transposed rows " + std::to_string(max_rows), where);
+      for (const int64_t m : {tile, max_rows}) {
+        ++g_checks;
+        if (narrow && path(m, 256, true) != Path::transposed) {
+          fail(std::to_string(m) + " rows x 256: not transposed", where);
+        }
       }
-    }
-    // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T).
-    const int64_t beyond_l2 = blocked::tuning().stream_b_bytes / (tile * int64_t(sizeof(T))) + 1;
-    const int64_t too_many = blocked::kTransposedMaxRows<T> + tile;
-    const std::tuple<int64_t, int64_t, bool> others[] = {{tile + 2, 1024, true},
-                                                         {too_many, 1024, true},
-                                                         {tile, 255, true},
-                                                         {tile, beyond_l2, true},
-                                                         {tile, 1024, false}};
-    for (const auto& [m, k, weight_transposed] : others) {
-      ++g_checks;
-      if (path(m, k, weight_transposed) == Path::transposed) {
-        fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +
-                 ": transposed",
-             where);
+      // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T); any
+      // shape without narrow tiles.
+      const int64_t beyond_l2 = t.stream_b_bytes / (tile * int64_t(sizeof(T))) + 1;
+      const int64_t too_many = std::max(max_rows, tile) + tile;
+      const std::tuple<int64_t, int64_t, bool> others[] = {{tile + 2, 1024, true},
+                                                           {too_many, 1024, true},
+                                                           {tile, 255, true},
+                                                           {tile, beyond_l2, true},
+                                                           {tile, 1024, false},
+                                                           {narrow ? too_many : tile, 1024, true}};
+      for (const auto& [m, k, weight_transposed] : others) {
+        ++g_checks;
+        if (path(m, k, weight_transposed) == Path::transposed) {
+          fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +
+                   ": transposed",
+               where);
+        }
       }
     }
   }
-  set_active_isa(Isa::generic);
-  ++g_checks;
-  if (path(tile, 1024, true) == Path::transposed) fail("generic ISA: transposed", where);
-  set_active_isa(detected_isa());
+  blocked::set_tuning_for_testing(nullptr);
 }
 
 // ---------------------------------------------------------------- timing

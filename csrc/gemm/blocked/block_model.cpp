@@ -78,7 +78,7 @@ double flops_per_cycle(Isa isa) {
   return 2 * 4;
 }
 
-Tuning model_tuning(const CacheInfo& reported, Isa isa) {
+Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   const CacheInfo caches = or_assumed(reported);
   Tuning tuning;
   tuning.f32 = model_blocks(caches, register_tile(isa, 4));
@@ -91,6 +91,9 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa) {
   // Measured crossover (Zen 3 with AVX2, Zen 5 with AVX-512): the packed tiles beat the dot
   // tiles of the same ISA from 33 rows on (Zen 5, 16-32 rows x 4096 x 4096: dot 1.3-1.4x).
   tuning.dot_max_rows = 32;
+  const bool narrow_tiles = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
+  tuning.narrow_tiles = narrow_tiles ? 1 : 0;
+  tuning.transposed_max_rows = !narrow_tiles ? 0 : isa == Isa::avx2 ? 64 : 32;
   return tuning;
 }
 

@@ -80,6 +80,15 @@ struct Tuning {
   // C's rows a multiple of this many bytes apart share one or two L1 sets: the packed path
   // then computes C in a buffer of another stride (packed_gemm.h). Half an L1 way.
   int64_t aliasing_row_bytes = 0;
+  // 1 where the broadcast tiles (AVX2-width, direct_avx2.cpp) compute at this ISA's FMA rate:
+  // with AVX2, and with AVX-512 on a core that splits it into 256-bit halves (Zen 4). Then a
+  // narrow W^T is copied for them and few rows take the transposed path (path.cpp); 0: not.
+  int64_t narrow_tiles = 0;
+  // The most rows of float that take the transposed path (whole broadcast tiles; double: one
+  // tile, 8 rows), measured against the dot and packed paths, forward, 1 thread: Zen 3 AVX2,
+  // 16 to 64 rows x 1024x1024 to 4096x4096 1.1x-1.9x; Zen 4 AVX-512, 16 and 32 rows
+  // 1.2x-1.7x, 48 and 64 rows x 2048x2048 0.9x. 0 without narrow tiles.
+  int64_t transposed_max_rows = 0;
 
   template <typename T>
   const CacheBlocks& blocks() const {
@@ -100,7 +109,8 @@ inline constexpr double kForkJoinCycles = 2048;
 // the portable kernel about SSE2's 4 lanes, multiply and add apart).
 double flops_per_cycle(Isa isa);
 
-// The model's tuning for these caches and the ISA's tile.
-Tuning model_tuning(const CacheInfo& caches, Isa isa);
+// The model's tuning for these caches and the ISA's tile, on a core that splits AVX-512 into
+// 256-bit halves or not (cpu_splits_avx512()).
+Tuning model_tuning(const CacheInfo& caches, Isa isa, bool splits_avx512);
 
 }  // namespace eml::gemm::blocked

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <type_traits>
 
-#include "../isa.h"
 #include "kernels.h"
 #include "tuning.h"
 
@@ -18,8 +17,8 @@ constexpr int64_t kCopiedBMinRows = 64;
 constexpr int64_t kCopiedBMaxCols = 64;
 
 // From this depth on, a few rows of A read B in place rather than packed: the transposed
-// path (direct_gemm.h) with AVX2, for rows of A that fill whole broadcast tiles, up to
-// kTransposedMaxRows (path.h), and the dot path up to Tuning::dot_max_rows.
+// path (direct_gemm.h) with narrow tiles, for rows of A that fill whole broadcast tiles, up
+// to transposed_max_rows (path.h), and the dot path up to Tuning::dot_max_rows.
 constexpr int64_t kDeepK = 256;
 
 // At most this many steps of k count as shallow (write-bound).
@@ -72,19 +71,19 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   // but reduce across lanes and load both operands per step), with X^T copied into L2: it is
   // re-read for every block of W's rows (64 rows x 4096 deep, 1 MiB, ran no faster packed).
   constexpr int64_t tile = kBroadcastCols<T>;
-  if (transposed_applies(a, b) && active_isa() == Isa::avx2 && m % tile == 0 &&
-      m <= kTransposedMaxRows<T> && k >= kDeepK &&
+  if (transposed_applies(a, b) && limits.narrow_tiles > 0 && m % tile == 0 &&
+      m <= transposed_max_rows<T>(limits) && k >= kDeepK &&
       a_bytes <= limits.stream_b_bytes) {
     return Path::transposed;
   }
   if (dot_applies(a, b) && (m <= 8 || (m <= limits.dot_max_rows && k >= kDeepK) || n <= 8)) {
     return Path::dot;
   }
-  // A narrow B with contiguous columns (the forward's W^T) in L1, with AVX2 (whose broadcast
-  // tiles are as wide as its packed ones): copied into rows, it feeds the broadcast tiles,
-  // and A is read in place instead of packed (Zen 3, 4096 x 64 x 64 forward: 1.19x).
+  // A narrow B with contiguous columns (the forward's W^T) in L1, with narrow tiles (at the
+  // packed ones' FMA rate): copied into rows, it feeds the broadcast tiles, and A is read in
+  // place instead of packed (4096 x 64 x 64 forward: Zen 3 AVX2 1.19x, Zen 4 AVX-512 1.11x).
   if (a.col_stride == 1 && m >= kCopiedBMinRows && n <= kCopiedBMaxCols && b.col_stride != 1 &&
-      copies_b_into_rows(b) && active_isa() == Isa::avx2) {
+      copies_b_into_rows(b) && limits.narrow_tiles > 0) {
     return Path::broadcast;
   }
   if (b.col_stride == 1) {

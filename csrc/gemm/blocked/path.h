@@ -1,20 +1,25 @@
 // Which loop nest computes a (sub-)problem: packed, or one of the packing-free paths.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "../gemm.h"
+#include "block_model.h"
 
 namespace eml::gemm::blocked {
 
 enum class Path { automatic, packed, dot, broadcast, stream, transposed };
 
-// The most rows of A (whole broadcast tiles) for which the transposed path is chosen. Zen 3,
-// forward (W^T), 1 thread, against the dot and packed paths: float, 16 to 64 rows x 1024x1024
-// to 4096x4096, 1.1x-1.9x (8, 12 and 20 rows, not whole tiles, 0.65x-0.93x); double, 8 rows
-// 1.5x, 16 to 32 rows 0.95x-1.2x, 64 rows 0.8x.
+// The most rows of A (whole broadcast tiles) for which the transposed path is chosen:
+// Tuning::transposed_max_rows for float; for double one tile (Zen 3: 8 rows 1.5x, 16 to 32
+// rows 0.95x-1.2x, 64 rows 0.8x). Rows that are not whole tiles (8, 12, 20 of float) ran
+// 0.65x-0.93x there.
 template <typename T>
-inline constexpr int64_t kTransposedMaxRows = sizeof(T) == 8 ? 8 : 64;
+int64_t transposed_max_rows(const Tuning& tuning) {
+  return sizeof(T) == 8 ? std::min<int64_t>(tuning.transposed_max_rows, 8)
+                        : tuning.transposed_max_rows;
+}
 
 // The fastest path for this shape and layout (thresholds measured on Zen 3 with AVX2, and
 // on Zen 5, scaled by the caches: tuning()).

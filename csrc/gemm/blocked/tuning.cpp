@@ -24,7 +24,7 @@ constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 14> kFields = {{
+const std::array<Field, 16> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -47,6 +47,10 @@ const std::array<Field, 14> kFields = {{
      "measured crossover of the dot and the packed tiles"},
     {"aliasing_row_bytes", "EML_OPS_ALIASING_ROW_BYTES", &Tuning::aliasing_row_bytes, nullptr,
      nullptr, "L1d: half a way (rows a multiple apart share one or two sets)"},
+    {"narrow_tiles", "EML_OPS_NARROW_TILES", &Tuning::narrow_tiles, nullptr, nullptr,
+     "1: AVX2-width tiles at the ISA's FMA rate (AVX2; AVX-512 split into 256-bit halves)"},
+    {"transposed_max_rows", "EML_OPS_TRANSPOSED_MAX_ROWS", &Tuning::transposed_max_rows,
+     nullptr, nullptr, "measured: 64 with AVX2, 32 with split AVX-512, 0 without narrow tiles"},
 }};
 
 int64_t& slot(Tuning& tuning, const Field& field) {
@@ -69,7 +73,7 @@ struct IsaTuning {
 
 IsaTuning build(Isa isa) {
   IsaTuning result;
-  const Tuning model = model_tuning(cache_info(), isa);
+  const Tuning model = model_tuning(cache_info(), isa, cpu_splits_avx512());
   result.used = model;
   for (const Field& field : kFields) {
     TuningEntry entry{field.name, field.env, slot(result.used, field), 0, false, field.note};
@@ -125,7 +129,11 @@ std::string tuning_report(Isa isa) {
   level("L3 ", caches.l3, kAssumedL3);
   const RegisterTile f32 = register_tile(isa, 4), f64 = register_tile(isa, 8);
   text << "ISA " << isa_name(isa) << ", register tile float " << f32.mr << "x" << f32.nr
-       << ", double " << f64.mr << "x" << f64.nr << "\n";
+       << ", double " << f64.mr << "x" << f64.nr;
+  if (isa == Isa::avx512) {
+    text << "; 512-bit FMAs split into 256-bit halves: " << (cpu_splits_avx512() ? "yes" : "no");
+  }
+  text << "\n";
   text << "values (model: Low et al., TOMS 2016; overrides: environment):\n";
   for (const TuningEntry& entry : isa_tuning(isa).entries) {
     text << "  " << entry.name << " = " << entry.value;
