@@ -242,24 +242,34 @@ def test_bf16_goes_to_aten_by_default_only_where_the_cpu_has_bf16_dot_products(
 # could not show which one ran (the routing is the same function for every backend).
 @pytest.mark.parametrize("backend", [name for name in OWN_BACKENDS if name != "reference"])
 def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
-    # Large enough that our float sums, in another order than oneDNN's, round differently
-    # somewhere (checked below): so equality really means ATen ran.
-    torch.manual_seed(0)
-    x = torch.randn(2, 64, 1024, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(128, 1024, dtype=torch.bfloat16, requires_grad=True)
-    b = torch.randn(128, dtype=torch.bfloat16, requires_grad=True)
-    grad = torch.randn(2, 64, 128, dtype=torch.bfloat16)
-    with eml_ops.use_backend(backend):
-        assert not torch.equal(eml_ops.linear(x, w, b), F.linear(x, w, b))  # ours: not ATen's
-    expected = F.linear(x, w, b)
-    expected_grads = torch.autograd.grad(expected, (x, w, b), grad)
-    eml_ops._C.set_bf16_on_own_gemm(False)
+    # Inputs on which our float sums, in another order than ATen's kernel, round differently
+    # somewhere, so that equality really means ATen ran. Which inputs do depends on the CPU
+    # (with bf16 dot products oneDNN matched ours at depth 1024 on Zen 4): search a few.
+    # The setting is process-wide and its default depends on the CPU: set it either way
+    # here, and restore it.
+    own_before = eml_ops._C.get_bf16_on_own_gemm()
     try:
+        eml_ops._C.set_bf16_on_own_gemm(True)
+        for depth in (1024, 4096, 1000, 3000):
+            torch.manual_seed(depth)
+            x = torch.randn(2, 64, depth, dtype=torch.bfloat16, requires_grad=True)
+            w = torch.randn(128, depth, dtype=torch.bfloat16, requires_grad=True)
+            b = torch.randn(128, dtype=torch.bfloat16, requires_grad=True)
+            with eml_ops.use_backend(backend):
+                ours = eml_ops.linear(x, w, b)
+            if not torch.equal(ours, F.linear(x, w, b)):
+                break
+        else:
+            pytest.fail("no input found on which our bf16 GEMM and ATen's round differently")
+        grad = torch.randn(2, 64, 128, dtype=torch.bfloat16)
+        expected = F.linear(x, w, b)
+        expected_grads = torch.autograd.grad(expected, (x, w, b), grad)
+        eml_ops._C.set_bf16_on_own_gemm(False)
         with eml_ops.use_backend(backend):
             actual = eml_ops.linear(x, w, b)
             actual_grads = torch.autograd.grad(actual, (x, w, b), grad)
     finally:
-        eml_ops._C.set_bf16_on_own_gemm(True)
+        eml_ops._C.set_bf16_on_own_gemm(own_before)
     assert torch.equal(actual, expected)
     for a, e in zip(actual_grads, expected_grads, strict=True):
         assert torch.equal(a, e)
