@@ -862,6 +862,17 @@ struct ModelCase {
   bool splits_avx512 = false;
 };
 
+// The narrow tiles' values block_model.cpp should give: tiles at full rate with AVX2 and with
+// AVX-512 split into halves, and the transposed path's rows measured for each (0 without).
+struct NarrowTiles {
+  bool narrow;
+  int64_t transposed_max_rows;
+};
+NarrowTiles expected_narrow_tiles(Isa isa, bool splits_avx512) {
+  const bool narrow = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
+  return {narrow, !narrow ? 0 : isa == Isa::avx2 ? 64 : 32};
+}
+
 CacheInfo caches_of(CacheLevel l1d, CacheLevel l2, CacheLevel l3) {
   CacheInfo caches;
   caches.l1d = l1d;
@@ -939,11 +950,10 @@ void test_block_model() {
         t.aliasing_row_bytes != known.l1d.size_bytes / known.l1d.ways / 2) {
       fail("thresholds differ from the caches and the ISA", where);
     }
-    // Narrow (AVX2-width) tiles at full rate with AVX2 and with AVX-512 split in halves.
-    const bool narrow = c.isa == Isa::avx2 || c.splits_avx512;
-    const int64_t transposed_rows = !narrow ? 0 : c.isa == Isa::avx2 ? 64 : 32;
+    const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
-    if (t.narrow_tiles != (narrow ? 1 : 0) || t.transposed_max_rows != transposed_rows) {
+    if (t.narrow_tiles != (want.narrow ? 1 : 0) ||
+        t.transposed_max_rows != want.transposed_max_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", transposed rows " +
                std::to_string(t.transposed_max_rows),
            where);
@@ -1171,25 +1181,24 @@ void check_transposed_choice() {
       const std::string where = std::string("choose_path, ") + type_name<T>() + ", " + c.cpu +
                                 ", " + isa_name(isa);
       const int64_t max_rows = blocked::transposed_max_rows<T>(t);
-      const bool narrow = isa == Isa::avx2 || (isa == Isa::avx512 && c.splits_avx512);
+      const bool narrow = expected_narrow_tiles(isa, c.splits_avx512).narrow;
       ++g_checks;
       if (narrow != (max_rows >= tile)) fail("transposed rows " + std::to_string(max_rows), where);
-      for (const int64_t m : {tile, max_rows}) {
+      // Whole tiles up to the limit: transposed exactly with narrow tiles.
+      for (const int64_t m : {tile, std::max(max_rows, tile)}) {
         ++g_checks;
-        if (narrow && path(m, 256, true) != Path::transposed) {
-          fail(std::to_string(m) + " rows x 256: not transposed", where);
+        if ((path(m, 256, true) == Path::transposed) != narrow) {
+          fail(std::to_string(m) + " rows x 256: " + (narrow ? "not " : "") + "transposed", where);
         }
       }
-      // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T); any
-      // shape without narrow tiles.
+      // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T).
       const int64_t beyond_l2 = t.stream_b_bytes / (tile * int64_t(sizeof(T))) + 1;
       const int64_t too_many = std::max(max_rows, tile) + tile;
       const std::tuple<int64_t, int64_t, bool> others[] = {{tile + 2, 1024, true},
                                                            {too_many, 1024, true},
                                                            {tile, 255, true},
                                                            {tile, beyond_l2, true},
-                                                           {tile, 1024, false},
-                                                           {narrow ? too_many : tile, 1024, true}};
+                                                           {tile, 1024, false}};
       for (const auto& [m, k, weight_transposed] : others) {
         ++g_checks;
         if (path(m, k, weight_transposed) == Path::transposed) {
