@@ -863,14 +863,14 @@ struct ModelCase {
 };
 
 // The narrow tiles' values block_model.cpp should give: tiles at full rate with AVX2 and with
-// AVX-512 split into halves, and the transposed path's rows measured for each (0 without).
+// AVX-512 split into halves, and the transposed path's rows measured with them (0 without).
 struct NarrowTiles {
   bool narrow;
   int64_t transposed_max_rows;
 };
 NarrowTiles expected_narrow_tiles(Isa isa, bool splits_avx512) {
   const bool narrow = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
-  return {narrow, !narrow ? 0 : isa == Isa::avx2 ? 64 : 32};
+  return {narrow, narrow ? 64 : 0};
 }
 
 CacheInfo caches_of(CacheLevel l1d, CacheLevel l2, CacheLevel l3) {
@@ -1160,8 +1160,9 @@ void test_grid_floor() {
 
 // The transposed path's choice (path.cpp): with narrow tiles (the model's tuning of each CPU
 // of model_cases() and each ISA: AVX2, or AVX-512 split into halves), X · W^T whose rows of
-// X fill whole broadcast tiles, up to transposed_max_rows, at least 256 deep; elsewhere, and
-// without narrow tiles (generic ISA, AVX-512 at full width), the other paths.
+// X fill whole broadcast tiles (or one half-width tile), up to transposed_max_rows, at least
+// 256 deep; elsewhere, and without narrow tiles (generic ISA, AVX-512 at full width), the other
+// paths.
 template <typename T>
 void check_transposed_choice() {
   constexpr int64_t tile = blocked::kBroadcastCols<T>;
@@ -1184,8 +1185,8 @@ void check_transposed_choice() {
       const bool narrow = expected_narrow_tiles(isa, c.splits_avx512).narrow;
       ++g_checks;
       if (narrow != (max_rows >= tile)) fail("transposed rows " + std::to_string(max_rows), where);
-      // Whole tiles up to the limit: transposed exactly with narrow tiles.
-      for (const int64_t m : {tile, std::max(max_rows, tile)}) {
+      // One half-width tile, whole tiles up to the limit: transposed exactly with narrow tiles.
+      for (const int64_t m : {blocked::kHalfBroadcastCols<T>, tile, std::max(max_rows, tile)}) {
         ++g_checks;
         if ((path(m, 256, true) == Path::transposed) != narrow) {
           fail(std::to_string(m) + " rows x 256: " + (narrow ? "not " : "") + "transposed", where);

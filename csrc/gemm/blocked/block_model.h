@@ -87,7 +87,8 @@ struct Tuning {
   // The most rows of float that take the transposed path (whole broadcast tiles; double: one
   // tile, 8 rows), measured against the dot and packed paths, forward, 1 thread: Zen 3 AVX2,
   // 16 to 64 rows x 1024x1024 to 4096x4096 1.1x-1.9x; Zen 4 AVX-512, 16 and 32 rows
-  // 1.2x-1.7x, 48 and 64 rows x 2048x2048 0.9x. 0 without narrow tiles.
+  // 1.2x-1.7x, 48 and 64 rows 1.13x-1.23x packed (64 x 1024 x 4096: 0.91x), 96 rows 0.89x;
+  // Zen 4 AVX2, 48 and 64 rows 0.95x-1.11x. 0 without narrow tiles.
   int64_t transposed_max_rows = 0;
 
   template <typename T>

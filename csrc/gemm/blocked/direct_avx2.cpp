@@ -216,13 +216,13 @@ EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const S* a, int64_t a
   }
 }
 
-template <typename S, int R>
+template <typename S, int R, int W>
 EML_TARGET_AVX2 void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride,
                                     int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
                                     int64_t ldc, int64_t cols, const Acc<S>* bias,
                                     bool accumulate) {
-  constexpr int NV = static_cast<int>(kBroadcastCols<S>) / Vec<Acc<S>>::lanes;
-  if (cols == kBroadcastCols<S>) {
+  constexpr int NV = W / Vec<Acc<S>>::lanes;
+  if (cols == W) {
     broadcast_tile_impl<S, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
                                          bias, accumulate);
   } else {
@@ -304,8 +304,8 @@ EML_TARGET_AVX2 void stream_tile(int64_t k, const S* a, int64_t a_row_stride,
 struct Avx2Tiles {
   template <typename S, typename SB, int R, int C>
   static DotTile<S, SB> dot() { return &dot_tile<S, SB, R, C>; }
-  template <typename S, int R>
-  static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R>; }
+  template <typename S, int R, int W>
+  static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R, W>; }
   template <typename S, int R>
   static StreamTile<S> stream() { return &stream_tile<S, R>; }
 };

@@ -22,9 +22,9 @@ constexpr int64_t kDotKc = 2048 / sizeof(T);
 template <typename T>
 constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 
-// Columns of C (rows of W) per block of the transposed path: whole tiles of rows of C^T
-// (no edge tile per block), whose block (240 x 64 floats at most as path.cpp chooses it:
-// 60 KiB) stays in L1 or L2 until it is transposed into C.
+// Columns of C (rows of W) per block of the transposed path: whole tiles of rows of C^T, of
+// 6 or of 8 (no edge tile per block), whose block (240 x 64 floats at most as path.cpp
+// chooses it: 60 KiB) stays in L1 or L2 until it is transposed into C.
 constexpr int64_t kTransposedCols = 40 * kBroadcastRows;
 
 // Rows of the next dot tile: kDotRows, but never leave a single row for last.
@@ -47,6 +47,34 @@ ConstMatrixView<S> copy_into_rows(ConstMatrixView<S> b) {
     return {rows, b.rows, b.cols, b.cols, 1};
   } else {
     throw std::logic_error("broadcast_gemm: a 16-bit B must have contiguous rows");
+  }
+}
+
+// One width of broadcast tiles: tiles[rows - 1] computes rows x up to `width` columns.
+template <typename S>
+struct BroadcastTiles {
+  const BroadcastTile<S>* tiles;
+  int64_t rows;
+  int64_t width;
+};
+
+// C = A·B by tiles of `shape`, each tile of A's rows walking all of k before the next (A's
+// rows stream from memory in order; B, re-read per tile, stays in L2), B's rows contiguous.
+template <typename S>
+void broadcast_rows_deep(BroadcastTiles<S> shape, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                         OutputMatrix<Acc<S>> c) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  for (int64_t i = 0; i < m; i += shape.rows) {
+    const int64_t rows = std::min(shape.rows, m - i);
+    for (int64_t pc = 0; pc < k; pc += kBroadcastKc<S>) {
+      for (int64_t j = 0; j < n; j += shape.width) {
+        shape.tiles[rows - 1](std::min(kBroadcastKc<S>, k - pc),
+                              a.data + i * a.row_stride + pc * a.col_stride, a.row_stride,
+                              a.col_stride, b.data + pc * b.row_stride + j, b.row_stride,
+                              c.data + i * c.ld + j, c.ld, std::min(shape.width, n - j), nullptr,
+                              pc > 0);
+      }
+    }
   }
 }
 
@@ -140,12 +168,17 @@ void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatri
     const int64_t m = c.rows, n = c.cols;
     const ConstMatrixView<S> a_t = copy_into_rows(a.transposed());  // k x m, rows contiguous
     const ConstMatrixView<S> w = b.transposed();                    // n x k, read in place
+    // Few rows of A (at most half the tile width) fill the half-width tiles' columns.
+    const BroadcastTiles<S> shape =
+        m <= kHalfBroadcastCols<S>
+            ? BroadcastTiles<S>{kernels.half_broadcast, kHalfBroadcastRows, kHalfBroadcastCols<S>}
+            : BroadcastTiles<S>{kernels.broadcast, kBroadcastRows, kBroadcastCols<S>};
     S* block = staged_c_buffer<S>(static_cast<std::size_t>(kTransposedCols * m));
     for (int64_t j = 0; j < n; j += kTransposedCols) {
       const int64_t cols = std::min(kTransposedCols, n - j);
       const ConstMatrixView<S> w_rows{w.data + j * w.row_stride, cols, w.cols, w.row_stride,
                                       w.col_stride};
-      broadcast_gemm(kernels, w_rows, a_t, OutputMatrix<S>{block, cols, m, m}, nullptr);
+      broadcast_rows_deep(shape, w_rows, a_t, OutputMatrix<S>{block, cols, m, m});
       transpose_block_into_c(block, cols, m, c, j, bias);
     }
   } else {

@@ -24,6 +24,7 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
 // (+ bias) as C^T = B^T·A^T on the broadcast tiles, for few rows of A (X) and a B^T (W) read
 // in place, whose values the tiles broadcast, instead of packed (a transpose of all of W);
 // A^T is copied into rows (k x m), and C^T is transposed into C a block of columns at a time.
+// Up to half a tile's width of rows of A take the half-width tiles (kernels.h).
 template <typename S>
 void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                      OutputMatrix<Acc<S>> c, const Acc<S>* bias);

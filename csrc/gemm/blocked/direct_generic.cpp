@@ -37,12 +37,11 @@ void dot_tile(int64_t k, const S* a, int64_t lda, const SB* b, int64_t ldb, Acc<
   }
 }
 
-template <typename S, int R>
+template <typename S, int R, int W>
 void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride,
                     const S* b, int64_t ldb, Acc<S>* c, int64_t ldc, int64_t cols,
                     const Acc<S>* bias, bool accumulate) {
   using T = Acc<S>;
-  constexpr int W = static_cast<int>(kBroadcastCols<S>);
   T acc[R][W] = {};
   for (int64_t p = 0; p < k; ++p) {
     const S* b_row = b + p * ldb;
@@ -82,8 +81,8 @@ void stream_tile(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stri
 struct GenericTiles {
   template <typename S, typename SB, int R, int C>
   static DotTile<S, SB> dot() { return &dot_tile<S, SB, R, C>; }
-  template <typename S, int R>
-  static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R>; }
+  template <typename S, int R, int W>
+  static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R, W>; }
   template <typename S, int R>
   static StreamTile<S> stream() { return &stream_tile<S, R>; }
 };

@@ -2,10 +2,11 @@
 // tile shape) from the tile templates of one ISA's file (direct_avx2.cpp,
 // direct_generic.cpp). `Tiles` names them:
 //   template <typename S, typename SB, int R, int C> static DotTile<S, SB> dot();
-//   template <typename S, int R> static BroadcastTile<S> broadcast();
+//   template <typename S, int R, int W> static BroadcastTile<S> broadcast();  // W columns
 //   template <typename S, int R> static StreamTile<S> stream();
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "kernels.h"
@@ -23,9 +24,9 @@ void set_dot(DotTile<S, SB> (&dot)[kDotRows][kDotCols], std::integer_sequence<in
   (set_dot_row<Tiles, S, SB, Rs + 1>(dot, std::make_integer_sequence<int, kDotCols>{}), ...);
 }
 
-template <typename Tiles, typename S, int... Rs>
-void set_broadcast(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
-  ((kernels.broadcast[Rs] = Tiles::template broadcast<S, Rs + 1>()), ...);
+template <typename Tiles, typename S, int W, int N, int... Rs>
+void set_broadcast(BroadcastTile<S> (&tiles)[N], std::integer_sequence<int, Rs...>) {
+  ((tiles[Rs] = Tiles::template broadcast<S, Rs + 1, W>()), ...);
 }
 
 template <typename Tiles, typename S, int... Rs>
@@ -41,11 +42,17 @@ void set_dot_tiles(DotTile<S, SB> (&dot)[kDotRows][kDotCols]) {
   direct_tiles::set_dot<Tiles, S, SB>(dot, std::make_integer_sequence<int, kDotRows>{});
 }
 
-// Every dot, broadcast and stream tile of `kernels`, from `Tiles`.
+// Every dot, broadcast (whole and, for float and double, half width) and stream tile of
+// `kernels`, from `Tiles`.
 template <typename Tiles, typename S>
 void set_direct_tiles(Kernels<S>& kernels) {
   set_dot_tiles<Tiles>(kernels.dot);
-  direct_tiles::set_broadcast<Tiles, S>(kernels, std::make_integer_sequence<int, kBroadcastRows>{});
+  direct_tiles::set_broadcast<Tiles, S, static_cast<int>(kBroadcastCols<S>)>(
+      kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
+  if constexpr (std::is_same_v<S, Acc<S>>) {
+    direct_tiles::set_broadcast<Tiles, S, static_cast<int>(kHalfBroadcastCols<S>)>(
+        kernels.half_broadcast, std::make_integer_sequence<int, kHalfBroadcastRows>{});
+  }
   direct_tiles::set_stream<Tiles, S>(kernels, std::make_integer_sequence<int, kStreamRows>{});
 }
 

@@ -13,8 +13,8 @@ enum class Path { automatic, packed, dot, broadcast, stream, transposed };
 
 // The most rows of A (whole broadcast tiles) for which the transposed path is chosen:
 // Tuning::transposed_max_rows for float; for double one tile (Zen 3: 8 rows 1.5x, 16 to 32
-// rows 0.95x-1.2x, 64 rows 0.8x). Rows that are not whole tiles (8, 12, 20 of float) ran
-// 0.65x-0.93x there.
+// rows 0.95x-1.2x, 64 rows 0.8x). Rows that are not whole tiles (12, 20 of float) ran
+// 0.65x-0.93x there; 8 of float (4 of double) fill one half-width tile (kernels.h).
 template <typename T>
 int64_t transposed_max_rows(const Tuning& tuning) {
   return sizeof(T) == 8 ? std::min<int64_t>(tuning.transposed_max_rows, 8)

@@ -50,7 +50,7 @@ const std::array<Field, 16> kFields = {{
     {"narrow_tiles", "EML_OPS_NARROW_TILES", &Tuning::narrow_tiles, nullptr, nullptr,
      "1: AVX2-width tiles at the ISA's FMA rate (AVX2; AVX-512 split into 256-bit halves)"},
     {"transposed_max_rows", "EML_OPS_TRANSPOSED_MAX_ROWS", &Tuning::transposed_max_rows,
-     nullptr, nullptr, "measured: 64 with AVX2, 32 with split AVX-512, 0 without narrow tiles"},
+     nullptr, nullptr, "measured: 64 with narrow tiles (AVX2, split AVX-512), else 0"},
 }};
 
 int64_t& slot(Tuning& tuning, const Field& field) {
