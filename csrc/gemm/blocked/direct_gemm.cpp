@@ -58,21 +58,30 @@ struct BroadcastTiles {
   int64_t width;
 };
 
+// The tile of `shape` at row i and column j of C, over the k block from pc: it overwrites C
+// (plus the bias) in the first block and adds to it in the others.
+template <typename S>
+void broadcast_tile_at(BroadcastTiles<S> shape, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                       OutputMatrix<Acc<S>> c, const Acc<S>* bias, int64_t i, int64_t j,
+                       int64_t pc) {
+  const int64_t rows = std::min(shape.rows, c.rows - i);
+  const bool accumulate = pc > 0;
+  shape.tiles[rows - 1](std::min(kBroadcastKc<S>, a.cols - pc),
+                        a.data + i * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride,
+                        b.data + pc * b.row_stride + j, b.row_stride, c.data + i * c.ld + j, c.ld,
+                        std::min(shape.width, c.cols - j),
+                        (!accumulate && bias != nullptr) ? bias + j : nullptr, accumulate);
+}
+
 // C = A·B by tiles of `shape`, each tile of A's rows walking all of k before the next (A's
 // rows stream from memory in order; B, re-read per tile, stays in L2), B's rows contiguous.
 template <typename S>
 void broadcast_rows_deep(BroadcastTiles<S> shape, ConstMatrixView<S> a, ConstMatrixView<S> b,
                          OutputMatrix<Acc<S>> c) {
-  const int64_t m = c.rows, n = c.cols, k = a.cols;
-  for (int64_t i = 0; i < m; i += shape.rows) {
-    const int64_t rows = std::min(shape.rows, m - i);
-    for (int64_t pc = 0; pc < k; pc += kBroadcastKc<S>) {
-      for (int64_t j = 0; j < n; j += shape.width) {
-        shape.tiles[rows - 1](std::min(kBroadcastKc<S>, k - pc),
-                              a.data + i * a.row_stride + pc * a.col_stride, a.row_stride,
-                              a.col_stride, b.data + pc * b.row_stride + j, b.row_stride,
-                              c.data + i * c.ld + j, c.ld, std::min(shape.width, n - j), nullptr,
-                              pc > 0);
+  for (int64_t i = 0; i < c.rows; i += shape.rows) {
+    for (int64_t pc = 0; pc < a.cols; pc += kBroadcastKc<S>) {
+      for (int64_t j = 0; j < c.cols; j += shape.width) {
+        broadcast_tile_at(shape, a, b, c, nullptr, i, j, pc);
       }
     }
   }
@@ -132,19 +141,13 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
   if (b.col_stride != 1) b = copy_into_rows(b);
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   constexpr int64_t kWidth = kBroadcastCols<S>;
+  const BroadcastTiles<S> shape{kernels.broadcast, kBroadcastRows, kWidth};
   // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.
   const int64_t block_k = kBroadcastKc<S>;
   for (int64_t pc = 0; pc < k; pc += block_k) {
     const int64_t kc = std::min(block_k, k - pc);
-    const bool accumulate = pc > 0;
     const auto tile = [&](int64_t i, int64_t j) {
-      const int64_t rows = std::min<int64_t>(kBroadcastRows, m - i);
-      kernels.broadcast[rows - 1](kc, a.data + i * a.row_stride + pc * a.col_stride,
-                                  a.row_stride, a.col_stride, b.data + pc * b.row_stride + j,
-                                  b.row_stride, c.data + i * c.ld + j, c.ld,
-                                  std::min(kWidth, n - j),
-                                  (!accumulate && bias != nullptr) ? bias + j : nullptr,
-                                  accumulate);
+      broadcast_tile_at(shape, a, b, c, bias, i, j, pc);
     };
     if (kc * n * static_cast<int64_t>(sizeof(S)) <= tuning().shallow_block_bytes) {
       // The whole KC x n block of B stays in L1: rows outer writes C in memory order,
