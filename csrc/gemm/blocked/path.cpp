@@ -12,8 +12,10 @@ namespace {
 std::atomic<Path> g_forced_path{Path::automatic};
 
 // A B with contiguous columns goes to the broadcast path from this many rows of A on (fewer
-// run as fast or faster packed: Zen 3, 16 to 48 x 64 x 64) and up to this many columns.
-constexpr int64_t kCopiedBMinRows = 64;
+// run as fast or faster packed: Zen 3, 16 to 48 x 64 x 64; Zen 4, 64 to 192 x 64 x 64..128,
+// packed 1.0x-1.25x with AVX-512, 0.9x-1.15x with AVX2, and at 256 rows 1.0x and 0.9x) and
+// up to this many columns.
+constexpr int64_t kCopiedBMinRows = 256;
 constexpr int64_t kCopiedBMaxCols = 64;
 
 // From this depth on, a few rows of A read B in place rather than packed: the transposed
