@@ -341,6 +341,22 @@ def test_one_run_combines_to_its_own_values_exactly():
     assert stats.speedup_text(0.9, [0.8, 0.95], 3, ".2f", "x") == "0.90x [0.80-0.95]"
 
 
+def test_scaling_lines_give_parallel_efficiency():
+    """GFLOP/s at t threads over t times the 1-thread GFLOP/s, per shape and candidate."""
+    rows = []
+    for threads, linear_gflops, blocked_gflops in ((1, 10.0, 20.0), (4, 36.0, 60.0)):
+        rows += [_row("F.linear", "64x64x64", 1.0, 0, gflops=linear_gflops, threads=threads),
+                 _row("blocked", "64x64x64", 2.0, 0, gflops=blocked_gflops, threads=threads)]
+    rows.append(_row("blocked", "8x8x8", 1.0, 0, gflops=5.0, threads=2))  # no 1-thread row
+    results = stats.combine_runs(rows)
+    assert stats.scaling_lines(results) == [
+        "parallel efficiency, forward float32 64x64x64: F.linear 4t 0.90; blocked 4t 0.75"
+    ]
+    lines = stats.summary_lines(results, stats.summarize(results))
+    assert lines[-1] == stats.scaling_lines(results)[0]
+    assert stats.scaling_lines([r for r in results if r.threads == 1]) == []
+
+
 def test_summary_over_runs_and_shapes_below_one():
     """The summary comes from the per-shape geomeans; shapes below 1.0x are listed by name."""
     speedups = {  # per shape, per run

@@ -197,12 +197,13 @@ def computed_wrong(result: Combined) -> bool:
 
 
 def summary_lines(results: Sequence[Combined], summary: Sequence[dict[str, Any]]) -> list[str]:
-    """Format the summary as lines, plus the fraction of peak of 1024^3 forward on 1 thread.
+    """Format the summary as lines, the fraction of peak of 1024^3 forward on 1 thread, scaling.
 
     A line per entry, then per entry the shapes below 1.0x. A warning line is added for each
     result whose output differs from PyTorch's by more than its dtype's
     :data:`ERROR_TOLERANCE` (relative to the largest magnitude of PyTorch's result; the
-    largest over the runs). ``results``: the runs combined (:func:`combine_runs`).
+    largest over the runs). Last, with several thread counts, :func:`scaling_lines`.
+    ``results``: the runs combined (:func:`combine_runs`).
     """
     lines = [summary_line(entry) for entry in summary]
     lines += [below_line(entry) for entry in summary]
@@ -226,7 +227,30 @@ def summary_lines(results: Sequence[Combined], summary: Sequence[dict[str, Any]]
             lines.append(
                 f"forward 1024x1024x1024 on 1 thread, {dtype}, fraction of FMA peak: {parts}"
             )
-    return lines
+    return lines + scaling_lines(results)
+
+
+def scaling_lines(results: Sequence[Combined]) -> list[str]:
+    """Parallel efficiency of each result timed at 1 thread and at more, a line per shape.
+
+    At t threads: GFLOP/s over t times the 1-thread GFLOP/s of the same (mode, dtype, shape,
+    candidate); 1.00 is linear scaling.
+    """
+    one_thread = {
+        (r.mode, r.dtype, r.shape, r.candidate): r.gflops for r in results if r.threads == 1
+    }
+    per_shape: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    for r in results:
+        base = one_thread.get((r.mode, r.dtype, r.shape, r.candidate))
+        if r.threads > 1 and base:
+            efficiency = r.gflops / (r.threads * base)
+            candidates = per_shape.setdefault((r.mode, r.dtype, r.shape), {})
+            candidates.setdefault(r.candidate, []).append(f"{r.threads}t {efficiency:.2f}")
+    return [
+        f"parallel efficiency, {mode} {dtype} {shape}: "
+        + "; ".join(f"{name} {', '.join(parts)}" for name, parts in candidates.items())
+        for (mode, dtype, shape), candidates in per_shape.items()
+    ]
 
 
 def overhead_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
