@@ -33,6 +33,7 @@ THRESHOLD_NAMES = (
     "aliasing_row_bytes",
     "narrow_tiles",
     "transposed_max_rows",
+    "aliased_tile_rows",
 )
 # Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles.
 MAY_BE_ZERO = ("narrow_tiles", "transposed_max_rows")
@@ -127,6 +128,8 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     narrow = isa == "avx2" or (isa == "avx512" and eml_ops._C.cpu_splits_avx512())
     assert values["narrow_tiles"]["model"] == int(narrow)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
+    # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
+    assert values["aliased_tile_rows"]["model"] == (8 if l1_ways >= 10 else 6)
 
 
 def test_text_report_names_every_value() -> None:
@@ -150,8 +153,9 @@ eml_ops.set_backend("blocked")
 torch.manual_seed(0)
 for dtype in (torch.float32, torch.float64):
     # m, k past MC and KC, n past NC of the overrides; a small, threaded product; and rows
-    # a multiple of the aliasing override apart (C staged).
-    for m, k, n in ((101, 77, 90), (13, 250, 40), (37, 100, 48)):
+    # a multiple of the aliasing override apart (C staged; 8 rows of X: the transposed path's
+    # half tiles, W's rows aliasing).
+    for m, k, n in ((101, 77, 90), (13, 250, 40), (37, 100, 48), (8, 256, 70)):
         x = torch.randn(m, k, dtype=dtype)
         w = torch.randn(n, k, dtype=dtype)
         b = torch.randn(n, dtype=dtype)
@@ -177,6 +181,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_DOT_MAX_ROWS": "4",
         "EML_OPS_SHALLOW_BLOCK_BYTES": "4096",
         "EML_OPS_ALIASING_ROW_BYTES": "64",
+        "EML_OPS_ALIASED_TILE_ROWS": "5",
     }
     result = run_python(OVERRIDE_CHECK, **overrides)
     assert result.returncode == 0, result.stderr

@@ -861,6 +861,9 @@ struct ModelCase {
   blocked::CacheBlocks f32, f64;
   int64_t min_parallel_flops;
   bool splits_avx512 = false;
+  // Rows of W per half-width tile at an aliasing stride: 6, or 8 where the L1 set holds 8
+  // rows and 2 lines of X^T (Zen 5's 12 ways).
+  int64_t aliased_tile_rows = 6;
 };
 
 // The narrow tiles' values block_model.cpp should give: tiles at full rate with AVX2 and with
@@ -905,7 +908,7 @@ std::vector<ModelCase> model_cases() {
       // 1152 B = 910 -> 896. double 6x16: KC 256 (3 + 8); MC 14 x 64 KiB / 2048 = 448 ->
       // 444; A 909312 B = 7 ways, NC 8 x 128 KiB / 2048 = 512.
       {"Zen 5", caches_of({48 * KiB, 12, 64, 1}, {1 * MiB, 16, 64, 1}, {32 * MiB, 16, 64, 16}),
-       Isa::avx512, {792, 288, 896, 384}, {444, 256, 512, 384}, 2048 * 64},
+       Isa::avx512, {792, 288, 896, 384}, {444, 256, 512, 384}, 2048 * 64, false, 8},
       // Skylake-X, 10 cores: 13.75 MiB 11-way L3 shared by 10 -> 1.375 MiB share (ways of
       // 128 KiB). float 6x32: KC 168 (A 1 way + B 6; 176: 2 + 6); MC 14 x 64 KiB / 672 B
       // = 1365 -> 1362; A block 915264 B = 7 ways, NC 3 x 128 KiB / 672 B = 585 -> 576.
@@ -954,9 +957,11 @@ void test_block_model() {
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) ||
-        t.transposed_max_rows != want.transposed_max_rows) {
+        t.transposed_max_rows != want.transposed_max_rows ||
+        t.aliased_tile_rows != c.aliased_tile_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", transposed rows " +
-               std::to_string(t.transposed_max_rows),
+               std::to_string(t.transposed_max_rows) + ", aliased tile rows " +
+               std::to_string(t.aliased_tile_rows),
            where);
     }
   }
@@ -1006,6 +1011,13 @@ void check_model_blocks(std::mt19937& rng) {
       check_problem<T>({7, blocks.nc + 5, blocks.kc + 3, Layout::col_major, Layout::row_major,
                         false, true},
                        variants, rng);
+      if constexpr (!is_half_v<T>) {
+        // 8 rows of X against W's rows an L1 way apart: the half tiles' aliased rows.
+        const int64_t way_values = 2 * t.aliasing_row_bytes / static_cast<int64_t>(sizeof(T));
+        check_problem<T>({8, 100, 2 * way_values, Layout::row_major, Layout::col_major, true,
+                          false},
+                         {{isa, Path::transposed, 1}, {isa, Path::automatic, 2}}, rng);
+      }
       blocked::set_tuning_for_testing(nullptr);
     }
   }

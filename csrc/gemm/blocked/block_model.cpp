@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels.h"  // kBroadcastRows, kHalfBroadcastRows
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -11,6 +13,16 @@ int64_t way_bytes(const CacheLevel& level) { return level.sets() * level.line_by
 int64_t ways_for(int64_t bytes, int64_t way) { return (bytes + way - 1) / way; }
 
 int64_t round_down(int64_t value, int64_t unit) { return std::max(unit, value / unit * unit); }
+
+// Lines of X^T that share an L1 set with the transposed path's rows of W (its k block, 8 KiB
+// of float, spans two ways of 4 KiB).
+constexpr int64_t kXtLinesPerSet = 2;
+
+// Rows of W per half-width tile where they share one L1 set: all 8 where the set holds them
+// and X^T's lines, else the whole-width tiles' 6.
+int64_t model_aliased_tile_rows(const CacheLevel& l1) {
+  return l1.ways >= kHalfBroadcastRows + kXtLinesPerSet ? kHalfBroadcastRows : kBroadcastRows;
+}
 
 // This thread's share of L3 as a cache of its own: the same ways, fewer sets.
 CacheLevel thread_share(const CacheLevel& level) {
@@ -94,6 +106,7 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   const bool narrow_tiles = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
   tuning.narrow_tiles = narrow_tiles ? 1 : 0;
   tuning.transposed_max_rows = narrow_tiles ? 64 : 0;
+  tuning.aliased_tile_rows = model_aliased_tile_rows(caches.l1d);
   return tuning;
 }
 

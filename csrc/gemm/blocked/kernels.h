@@ -81,7 +81,8 @@ inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 // transposed path's C^T of 8 rows of X (4 of double). 8 rows keep 8 FMA chains in flight and
 // read 8 rows of W in place: W's rows a power of two apart share one set of an 8-way L1, and
 // 12 rows ran at half the speed there (Zen 4, 8 x 4096 x 1024: 35 against 75 GFLOP/s); where
-// they are a multiple of an L1 way apart, the transposed path takes 6 (direct_gemm.cpp).
+// they are a multiple of an L1 way apart, the transposed path takes Tuning::aliased_tile_rows
+// (6 on an 8-way L1; direct_gemm.cpp).
 inline constexpr int kHalfBroadcastRows = 8;
 template <typename S>
 inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
