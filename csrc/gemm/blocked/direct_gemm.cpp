@@ -36,7 +36,7 @@ int64_t dot_tile_rows(int64_t remaining) {
 // Rows of the half-width tiles over rows of W `ld` values apart. Rows a multiple of an L1 way
 // apart (twice aliasing_row_bytes) all fall into one L1 set, which 8 of them overfill with
 // the lines of X^T passing through in an 8-way L1 (Zen 3, Zen 4, Skylake): there the
-// tuning's aliased_tile_rows (6; 8 with 12 ways). Zen 4, 1 thread, 8 rows of X, 6 rows
+// tuning's aliased_tile_rows (6; 8 with 10 ways or more). Zen 4, 1 thread, 8 rows of X, 6 rows
 // against 8: k = 1024 or 4096 1.04x-1.36x; at other strides (k = 512, 768, 1536, 2560)
 // 0.8x-0.96x, so there 8.
 template <typename S>
