@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -699,3 +700,18 @@ def test_record_notes_once_over_runs():
         ("zentorch", "active", 0), ("Inductor", "failed: E: x", 0)]
     assert peers.note_of(notes, {"case": "ffn8", "mode": "train"}, "Inductor") == "failed: E: x"
     assert peers.note_of(notes, {"case": "bert"}, "zentorch") is None
+
+
+def test_copies_of_peers_caching_weights_by_address_stay_alive():
+    """zentorch's copies stay referenced (no later weight reuses a cached address); others not."""
+    module = torch.nn.Linear(4, 3)
+    # Not compiled: only which copies are kept is under test (zentorch may be absent).
+    eager = {key: dataclasses.replace(peers.PEERS[key], compiled=False)
+             for key in ("inductor", "zentorch")}  # fmt: skip
+    before = len(peers.KEPT_FOR_WEIGHT_CACHES)
+    peers._compile(eager["inductor"], module)
+    assert len(peers.KEPT_FOR_WEIGHT_CACHES) == before
+    copied = peers._compile(eager["zentorch"], module)
+    assert len(peers.KEPT_FOR_WEIGHT_CACHES) == before + 1
+    assert peers.KEPT_FOR_WEIGHT_CACHES[-1] is copied and copied.weight is not module.weight
+    peers.KEPT_FOR_WEIGHT_CACHES.pop()
