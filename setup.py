@@ -157,6 +157,11 @@ if sys.platform != "darwin":
     # -fopenmp it silently runs on one thread in our translation units.
     compile_args.append("-fopenmp")
     link_args.append("-fopenmp")
+    # Whatever a static archive brings stays inside our binaries: static LIBXSMM, and the
+    # libstdc++.a of a compiler that links it statically. Exported, that copy of libstdc++
+    # had some calls bound to the process's libstdc++.so and others to itself, and
+    # streaming a number into an ostringstream segfaulted (g++ of /opt/gcc, torch 2.11).
+    link_args.append("-Wl,--exclude-libs,ALL")
 if os.environ.get("EML_OPS_SANITIZE") == "1":
     sanitizers = [
         "-fsanitize=address,undefined",
@@ -170,8 +175,7 @@ library_compile_args = [*compile_args, *VERSION_MACROS]
 library_link_args = [*link_args, f"-Wl,-soname,{LIBRARY_FILE}"]
 if libxsmm is not None:
     library_compile_args += [*libxsmm["cflags"], "-DEML_OPS_WITH_LIBXSMM=1"]
-    # Static LIBXSMM inside our .so: keep its symbols from leaking to other libraries.
-    library_link_args += ["-Wl,--exclude-libs,ALL", *libxsmm["libs"]]
+    library_link_args += libxsmm["libs"]
 
 op_library = CppExtension(
     name=LIBRARY,

@@ -58,6 +58,17 @@ def test_python_module_uses_the_library_instead_of_its_own_copy() -> None:
     assert "eml::gemm::" not in defined
 
 
+@pytest.mark.parametrize("binary", ["library", "python module"])
+def test_no_copy_of_libstdcxx_is_exported(binary: str) -> None:
+    """A compiler that links libstdc++.a puts a copy in our binaries; exported, some of its
+    calls bound to the process's libstdc++.so instead, and `info` segfaulted."""
+    path = LIBRARY if binary == "library" else eml_ops._C.__file__
+    defined = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True,
+                             text=True, check=True).stdout
+    assert "_ZNSt6locale7classicEv" not in defined  # std::locale::classic()
+    assert "_ZNSo9_M_insertIlEERSoT_" not in defined  # std::ostream::_M_insert<long>
+
+
 def test_load_library_alone_gives_differentiable_ops() -> None:
     result = run_python(f"""
         import sys

@@ -99,8 +99,8 @@ def test_rss_is_flat_over_training_steps(backend: str) -> None:
         [sys.executable, "-c", CHILD, backend, str(WARMUP_STEPS), str(MEASURED_STEPS)],
         cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     # A negative code is the signal that killed the child (e.g. -11: a segfault in the error
-    # path of the bad inputs below, as with torch 2.11 + g++ 13.3 before messages were plain
-    # strings): say so, since stderr is then empty.
+    # path of the bad inputs below, as on the device machine when our library exported a
+    # static libstdc++): say so, since stderr is then empty.
     assert result.returncode == 0, (f"child exited with {result.returncode}: "
                                     f"{result.stderr[-4000:]}")
     report = json.loads(result.stdout.splitlines()[-1])

@@ -1,7 +1,7 @@
 // Error messages from plain strings: shapes, dtypes and devices formatted here, so that
-// TORCH_CHECK only ever gets one std::string. Streaming IntArrayRef/SymIntArrayRef into
-// TORCH_CHECK segfaults with some torch builds and compilers (torch 2.11.0+cu130 with
-// g++ 13.3); a plain string never does.
+// TORCH_CHECK only ever gets one std::string and no stream of ours formats them. (Streaming
+// IntArrayRef into TORCH_CHECK segfaulted where the compiler linked libstdc++.a into our
+// library and exported it; setup.py now keeps such a copy's symbols inside.)
 #pragma once
 
 #include <ATen/core/Tensor.h>

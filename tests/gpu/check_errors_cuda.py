@@ -1,7 +1,8 @@
 """Every bad input raises a clean RuntimeError naming the op and the shapes, on CPU and CUDA.
 
-For the GPU machine (torch 2.11.0+cu130, g++ 13.3), where streaming IntArrayRef into
-TORCH_CHECK used to segfault. Run from the repository root after building eml_ops there:
+For the GPU machine (torch 2.11.0+cu130, a compiler that links libstdc++.a), where streaming
+IntArrayRef into TORCH_CHECK used to segfault. Run from the repository root after building
+eml_ops there:
 
     MAX_JOBS=16 python3 -m pip install -q --no-build-isolation --no-deps -e .
     python3 tests/gpu/check_errors_cuda.py            # --allow-no-cuda for a CPU-only dry run
