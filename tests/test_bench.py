@@ -49,6 +49,10 @@ def test_metadata(data: dict):
     assert meta["modes"] == ["forward", "train"]
     assert meta["dtype"] == "float32" and meta["dtypes"] == ["float32"]
     assert 1 in meta["threads"]
+    # The FMA peak of several threads at once, beside the parallel efficiency.
+    several = [t for t in meta["threads"] if t > 1]
+    assert list(meta["fma_peak_gflops_by_threads"]) == [str(t) for t in several]
+    assert all(gflops > 0 for gflops in meta["fma_peak_gflops_by_threads"].values())
 
 
 def test_a_row_for_every_case(data: dict):
@@ -132,6 +136,9 @@ def test_markdown_tables(quick_run: Path, data: dict):
     assert "## Summary" in text
     assert "geomean speed-up" in text
     assert report.tuning_line(meta["tuning"]) in text
+    peaks = stats.peak_scaling_lines(meta["fma_peak_gflops_1core"],
+                                     meta["fma_peak_gflops_by_threads"])
+    assert all(line in text for line in peaks) and len(peaks) == (max(meta["threads"]) > 1)
 
 
 def test_python_threads_table(quick_run: Path, data: dict):
@@ -356,6 +363,12 @@ def test_scaling_lines_give_parallel_efficiency():
     lines = stats.summary_lines(results, stats.summarize(results))
     assert lines[-1] == stats.scaling_lines(results)[0]
     assert stats.scaling_lines([r for r in results if r.threads == 1]) == []
+
+
+def test_peak_scaling_lines_compare_threads_at_once_with_one_core():
+    line = "FMA peak of t threads at once over t x 1 core: 2t 1.00, 16t 0.90"
+    assert stats.peak_scaling_lines(100.0, {"2": 200.0, "16": 1440.0}) == [line]
+    assert stats.peak_scaling_lines(100.0, {}) == []
 
 
 def test_summary_over_runs_and_shapes_below_one():

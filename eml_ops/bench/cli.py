@@ -215,6 +215,24 @@ def fma_peaks(dtypes: Sequence[torch.dtype]) -> dict[str, float]:
     return {dtype_name(dtype): peaks[dtype == torch.float64] for dtype in dtypes}
 
 
+def concurrent_fma_peaks(thread_counts: Sequence[int], use_double: bool) -> dict[int, float]:
+    """Measure the FMA peak (GFLOP/s) of t threads running the peak loop at once, each t > 1.
+
+    Their sum against t times one core's peak shows what the all-core clock takes from
+    parallel efficiency, apart from caches and memory (the loop uses registers only).
+    """
+    import concurrent.futures
+
+    def one_thread(_: int) -> float:
+        return float(eml_ops._C.fma_peak_gflops(use_double=use_double, seconds=0.3))
+
+    totals: dict[int, float] = {}
+    for threads in sorted({t for t in thread_counts if t > 1}):
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:  # the loop frees the GIL
+            totals[threads] = sum(pool.map(one_thread, range(threads)))
+    return totals
+
+
 def run(config: Config) -> tuple[dict[str, Any], list[Row]]:
     """Measure the peaks, then ``config.runs`` passes over every case with a progress bar.
 
@@ -234,6 +252,8 @@ def run(config: Config) -> tuple[dict[str, Any], list[Row]]:
             peak = peaks[dtype_name(dtype)]
             rows += timing.bench_case(mode, shape, threads, dtype, config, peak, run_index)
     meta = report.metadata(config, peaks)
+    by_threads = concurrent_fma_peaks(config.threads, use_double=config.dtypes[0] == torch.float64)
+    meta["fma_peak_gflops_by_threads"] = {str(t): gflops for t, gflops in by_threads.items()}
     if "forward" in config.modes:
         meta["python_threads"] = timing.bench_python_threads(config.python_threads_shape, config)
     if config.overhead:
@@ -263,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     model_results = stats.combine_runs(model_rows)
     summary = stats.summarize(results)
     lines = stats.summary_lines(results, summary)
+    lines += stats.peak_scaling_lines(meta["fma_peak_gflops_1core"],
+                                      meta["fma_peak_gflops_by_threads"])
     if meta.get("python_threads"):
         scaling = ", ".join(f"{r['candidate']} {r['scaling']:.2f}x" for r in meta["python_threads"])
         lines.append(f"2 Python threads (1 intra-op thread), throughput over 1: {scaling}")

@@ -253,6 +253,19 @@ def scaling_lines(results: Sequence[Combined]) -> list[str]:
     ]
 
 
+def peak_scaling_lines(one_core: float, by_threads: dict[str, float]) -> list[str]:
+    """Format the FMA peak of t threads at once over t times one core's (no line for 1 thread).
+
+    Below 1.00, the all-core clock (or neighbours on the same cores) caps parallel efficiency.
+    """
+    if not by_threads or one_core <= 0:
+        return []
+    parts = ", ".join(
+        f"{t}t {gflops / (int(t) * one_core):.2f}" for t, gflops in by_threads.items()
+    )
+    return [f"FMA peak of t threads at once over t x 1 core: {parts}"]
+
+
 def overhead_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
     """One line per (mode, shape) of the call-overhead entries: PyTorch's us, the others' diff."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
