@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -713,6 +714,14 @@ def test_record_notes_once_over_runs():
         ("zentorch", "active", 0), ("Inductor", "failed: E: x", 0)]
     assert peers.note_of(notes, {"case": "ffn8", "mode": "train"}, "Inductor") == "failed: E: x"
     assert peers.note_of(notes, {"case": "bert"}, "zentorch") is None
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (None, "in place"), ("1", "out of place"), ("0", "off"), ("2", "not measured here")])
+def test_zentorch_description_names_its_weight_cache_setting(value: str | None, said: str):
+    assert said in peers.zentorch_weight_cache(value)
+    setting = os.environ.get("ZENDNNL_MATMUL_WEIGHT_CACHE")
+    assert peers.zentorch_weight_cache(setting) in peers.PEERS["zentorch"].description
 
 
 def test_copies_of_peers_caching_weights_by_address_stay_alive():

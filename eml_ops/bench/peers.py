@@ -33,6 +33,7 @@ import functools
 import importlib
 import importlib.util
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,22 @@ from .candidates import Candidate
 PEER_MODES = ("forward", "train")
 # What zentorch logs, in its graph pass, on a CPU without AVX-512 (then it changes nothing).
 ZENTORCH_INACTIVE_TEXT = "only available on CPUs with AVX-512"
+# ZenDNN's weight cache, by ZENDNNL_MATMUL_WEIGHT_CACHE (read once per process), as measured
+# with zentorch 2.13.0.2 on Zen 4 (docs/explanation/performance.md, Models on Zen 4).
+ZENTORCH_WEIGHT_CACHE = {
+    None: "in place (ZENDNNL_MATMUL_WEIGHT_CACHE unset): it reorders weights in their own "
+          "buffers, which makes its training step wrong",
+    "1": "out of place (ZENDNNL_MATMUL_WEIGHT_CACHE=1): gradients right, but after an "
+         "optimizer step the output still comes from the old weights",
+    "0": "off (ZENDNNL_MATMUL_WEIGHT_CACHE=0): weights reordered on every call, training "
+         "step right",
+}
+
+
+def zentorch_weight_cache(value: str | None) -> str:
+    """Describe ZenDNN's weight cache with ZENDNNL_MATMUL_WEIGHT_CACHE set to ``value``."""
+    known = ZENTORCH_WEIGHT_CACHE.get(value)
+    return known or f"ZENDNNL_MATMUL_WEIGHT_CACHE={value}, a setting not measured here"
 
 
 @dataclass(frozen=True)
@@ -87,8 +104,7 @@ PEERS: dict[str, Peer] = {
              inference_only=True),
         Peer("zentorch", "zentorch",
              "torch.compile(backend='zentorch'), AMD ZenDNN plugin; its weight cache "
-             "(ZENDNNL_MATMUL_WEIGHT_CACHE) reorders weights in their own buffers, which "
-             "makes its training step wrong",
+             + zentorch_weight_cache(os.environ.get("ZENDNNL_MATMUL_WEIGHT_CACHE")),
              None, backend="zentorch", package="zentorch", caches_weights_by_address=True),
         Peer("eml-compile", "eml+Inductor",
              "eml_ops.replace_linear, then torch.compile (Inductor, defaults)", is_eml=True),
