@@ -13,6 +13,6 @@ libs="$(pkg-config --libs libxsmm 2>/dev/null || echo -lxsmm)"
 "$cxx" -std=c++17 -O3 -fPIC -Wall -Wextra -DEML_OPS_WITH_LIBXSMM \
   $(pkg-config --cflags libxsmm 2>/dev/null || true) \
   ${EXTRA_CXXFLAGS:-} \
-  "$root"/tests/cpp/test_tpp.cpp "$root"/csrc/gemm/tpp/*.cpp "$root"/csrc/gemm/cache_info.cpp \
+  "$root"/tests/cpp/test_tpp.cpp "$root"/csrc/gemm/tpp/*.cpp "$root"/csrc/gemm/cache_info.cpp "$root"/csrc/gemm/isa.cpp \
   -o "$out/test_tpp" $libs -lxsmmnoblas -lpthread -ldl -lm
 exec "$out/test_tpp" "$@"

@@ -2,7 +2,8 @@
 # Thread scaling on the device machine (16 cores, see run.sh): build eml_ops there, then the
 # forward bench of 1024^3, 4096^3, 256x4096x4096 and 8x4096x4096 at 1 to 16 threads against
 # F.linear, once with the detected ISA and once with EML_OPS_ISA=avx2. The summary's last
-# lines give the parallel efficiency; each bench's folder and log go to $OUT.
+# lines give the parallel efficiency and the FMA peak of t threads at once (below 1.00 of t
+# cores: the all-core clock); each bench's folder and log go to $OUT.
 #
 #   bash tests/gpu/scaling.sh   # SCALING_THREADS, SCALING_SHAPES, SCALING_RUNS,
 #                               # SCALING_REPEATS and SCALING_ISAS override the defaults

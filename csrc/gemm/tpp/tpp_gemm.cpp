@@ -11,6 +11,7 @@
 #include "../aligned_buffer.h"
 #include "../bias_fill.h"
 #include "../int_math.h"
+#include "../isa.h"
 #include "../row_sums.h"
 #include "tpp_internal.h"
 
@@ -669,7 +670,8 @@ template <typename T>
 bool tpp_kernel_wins(ConstMatrixView<T> a, ConstMatrixView<T> b) {
   const bool forward = (a.col_stride == 1 || a.cols == 1) && (b.row_stride == 1 || b.rows == 1);
   const double flops = 2.0 * double(a.rows) * double(a.cols) * double(b.cols);
-  return !forward || flops > kTppAvx2ForwardMaxFlops || tpp::jit_avx512();
+  const bool full_width_avx512 = tpp::jit_avx512() && !cpu_splits_avx512();
+  return !forward || flops > kTppAvx2ForwardMaxFlops || full_width_avx512;
 }
 
 template bool tpp_kernel_wins<float>(ConstMatrixView<float>, ConstMatrixView<float>);

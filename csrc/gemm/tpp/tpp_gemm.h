@@ -24,11 +24,14 @@ bool tpp_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
               const Epilogue<T>& epilogue, const Threading& threading);
 
 // Whether LIBXSMM's kernels are expected to beat the blocked GEMM on C = A·B here: not with
-// LIBXSMM 1.17's AVX2 kernels on the forward product Y = X·W^T (A and B both contiguous along
-// k) of at most kTppAvx2ForwardMaxFlops (2mnk). Measured on Zen 3 (1 thread, best of
-// repeated calls): the blocked GEMM ran 16x64x64 .. 128x512x512 forward 1.02-1.45x faster,
-// 32x512x512 0.94x. The tpp backend hands such products to the blocked GEMM; its AVX-512
-// kernels (Zen 5) and the gradients' layouts stay with LIBXSMM.
+// LIBXSMM 1.17's AVX2 kernels, nor its AVX-512 ones on a CPU that splits 512-bit FMAs into
+// halves (Zen 4), on the forward product Y = X·W^T (A and B both contiguous along k) of at
+// most kTppAvx2ForwardMaxFlops (2mnk). Measured on Zen 3 (1 thread, best of repeated calls):
+// the blocked GEMM ran 16x64x64 .. 128x512x512 forward 1.02-1.45x faster, 32x512x512 0.94x;
+// on Zen 4 with AVX-512 (bench, 1 / 2 threads, over F.linear) 33x77x65 tpp 0.95x / 0.91x
+// against blocked 1.05x / 1.11x, 64x128x128 1.00x / 1.02x against 1.07x / 1.12x. The tpp
+// backend hands such products to the blocked GEMM; full-width AVX-512 kernels (Zen 5) and
+// the gradients' layouts stay with LIBXSMM.
 inline constexpr double kTppAvx2ForwardMaxFlops = 2.0 * 128 * 512 * 512;
 template <typename T>
 bool tpp_kernel_wins(ConstMatrixView<T> a, ConstMatrixView<T> b);
