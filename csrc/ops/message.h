@@ -1,7 +1,8 @@
 // Error messages from plain strings: shapes, dtypes and devices formatted here, so that
 // TORCH_CHECK only ever gets one std::string and no stream of ours formats them. (Streaming
-// IntArrayRef into TORCH_CHECK segfaulted where the compiler linked libstdc++.a into our
-// library and exported it; setup.py now keeps such a copy's symbols inside.)
+// IntArrayRef into TORCH_CHECK segfaulted on a machine whose compiler linked libstdc++.a into
+// our library and exported it, most likely the cause; setup.py now keeps such a copy's
+// symbols inside.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
