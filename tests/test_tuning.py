@@ -33,10 +33,12 @@ THRESHOLD_NAMES = (
     "aliasing_row_bytes",
     "narrow_tiles",
     "transposed_max_rows",
+    "interleaved_max_rows",
     "aliased_tile_rows",
 )
-# Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles.
-MAY_BE_ZERO = ("narrow_tiles", "transposed_max_rows")
+# Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles, and the
+# interleaved path without AVX-512.
+MAY_BE_ZERO = ("narrow_tiles", "transposed_max_rows", "interleaved_max_rows")
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
 FLOPS_PER_CYCLE = {"generic": 8, "avx2": 32, "avx512": 64}
@@ -128,6 +130,7 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     narrow = isa == "avx2" or (isa == "avx512" and eml_ops._C.cpu_splits_avx512())
     assert values["narrow_tiles"]["model"] == int(narrow)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
+    assert values["interleaved_max_rows"]["model"] == (8 if isa == "avx512" else 0)
     # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
     assert values["aliased_tile_rows"]["model"] == (8 if l1_ways >= 10 else 6)
 

@@ -316,6 +316,7 @@ const char* path_name(Path path) {
     case Path::broadcast: return "broadcast";
     case Path::stream: return "stream";
     case Path::transposed: return "transposed";
+    case Path::interleaved: return "interleaved";
   }
   return "?";
 }
@@ -459,8 +460,8 @@ std::vector<Isa> isas() {
   return list;
 }
 
-constexpr Path kPaths[] = {Path::automatic, Path::packed, Path::dot,
-                           Path::broadcast, Path::stream, Path::transposed};
+constexpr Path kPaths[] = {Path::automatic, Path::packed,     Path::dot,        Path::broadcast,
+                           Path::stream,    Path::transposed, Path::interleaved};
 
 // Every ISA x path, with the given thread counts.
 std::vector<Variant> all_variants(std::initializer_list<int> thread_counts) {
@@ -516,6 +517,16 @@ void run_tests() {
     const Product& product = products[trial % 3];
     check_problem<T>({m, n, k, product.a, product.b, trial % 2 == 0, trial % 5 < 2},
                      variants_of<T>({1}), rng);
+  }
+  // The interleaved tiles of every shape: 1 to 8 rows of X, every width of the last tile of
+  // W's rows, k within one vector, with a partial last step, and over many.
+  for (int64_t m = 1; m <= blocked::kInterleavedRows; ++m) {
+    for (int64_t n = 1; n <= 2 * blocked::kInterleavedCols + 1; ++n) {
+      for (const int64_t k : {int64_t{3}, int64_t{37}, int64_t{300}}) {
+        check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, n % 2 == 0, false},
+                         all_variants({1}), rng);
+      }
+    }
   }
   // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
   // model blocks: check_model_blocks) and threads
@@ -956,11 +967,14 @@ void test_block_model() {
     }
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
+    const int64_t interleaved_rows = c.isa == Isa::avx512 ? blocked::kInterleavedRows : 0;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) ||
         t.transposed_max_rows != want.transposed_max_rows ||
+        t.interleaved_max_rows != interleaved_rows ||
         t.aliased_tile_rows != c.aliased_tile_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", transposed rows " +
-               std::to_string(t.transposed_max_rows) + ", aliased tile rows " +
+               std::to_string(t.transposed_max_rows) + ", interleaved rows " +
+               std::to_string(t.interleaved_max_rows) + ", aliased tile rows " +
                std::to_string(t.aliased_tile_rows),
            where);
     }
@@ -1171,59 +1185,98 @@ void test_grid_floor() {
   }
 }
 
-// The transposed path's choice (path.cpp): with narrow tiles (the model's tuning of each CPU
-// of model_cases() and each ISA: AVX2, or AVX-512 split into halves), X · W^T whose rows of
-// X fill whole broadcast tiles (or one half-width tile), up to transposed_max_rows, at least
-// 256 deep; elsewhere, and without narrow tiles (generic ISA, AVX-512 at full width), the other
-// paths.
+// The path choose_path takes for X (m x k, rows contiguous) times W^T (weight_transposed: a
+// 512 x k W's view) or a k x 512 W, under the tuning in use. It reads the views' shapes and
+// strides, never their values.
 template <typename T>
-void check_transposed_choice() {
-  constexpr int64_t tile = blocked::kBroadcastCols<T>;
+Path path_of(int64_t m, int64_t k, bool weight_transposed) {
   constexpr int64_t n = 512;
-  // choose_path reads the views' shapes and strides, never their values.
   const T* nowhere = nullptr;
-  const auto path = [&](int64_t m, int64_t k, bool weight_transposed) {
-    const ConstMatrixView<T> a{nowhere, m, k, k, 1};
-    const ConstMatrixView<T> b = weight_transposed ? ConstMatrixView<T>{nowhere, k, n, 1, k}
-                                                   : ConstMatrixView<T>{nowhere, k, n, n, 1};
-    return blocked::choose_path(a, b, m, n, k);
-  };
+  const ConstMatrixView<T> a{nowhere, m, k, k, 1};
+  const ConstMatrixView<T> b = weight_transposed ? ConstMatrixView<T>{nowhere, k, n, 1, k}
+                                                 : ConstMatrixView<T>{nowhere, k, n, n, 1};
+  return blocked::choose_path(a, b, m, n, k);
+}
+
+// Calls check(tuning, cpu, isa, where) with the model's tuning of each CPU of model_cases()
+// and each ISA in use.
+template <typename T, typename Check>
+void for_each_model_tuning(const Check& check) {
   for (const ModelCase& c : model_cases()) {
     for (const Isa isa : kAllIsas) {
       const blocked::Tuning t = blocked::model_tuning(c.caches, isa, c.splits_avx512);
       blocked::set_tuning_for_testing(&t);
-      const std::string where = std::string("choose_path, ") + type_name<T>() + ", " + c.cpu +
-                                ", " + isa_name(isa);
-      const int64_t max_rows = blocked::transposed_max_rows<T>(t);
-      const bool narrow = expected_narrow_tiles(isa, c.splits_avx512).narrow;
-      ++g_checks;
-      if (narrow != (max_rows >= tile)) fail("transposed rows " + std::to_string(max_rows), where);
-      // One half-width tile, whole tiles up to the limit: transposed exactly with narrow tiles.
-      for (const int64_t m : {blocked::kHalfBroadcastCols<T>, tile, std::max(max_rows, tile)}) {
-        ++g_checks;
-        if ((path(m, 256, true) == Path::transposed) != narrow) {
-          fail(std::to_string(m) + " rows x 256: " + (narrow ? "not " : "") + "transposed", where);
-        }
-      }
-      // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T).
-      const int64_t beyond_l2 = t.stream_b_bytes / (tile * int64_t(sizeof(T))) + 1;
-      const int64_t too_many = std::max(max_rows, tile) + tile;
-      const std::tuple<int64_t, int64_t, bool> others[] = {{tile + 2, 1024, true},
-                                                           {too_many, 1024, true},
-                                                           {tile, 255, true},
-                                                           {tile, beyond_l2, true},
-                                                           {tile, 1024, false}};
-      for (const auto& [m, k, weight_transposed] : others) {
-        ++g_checks;
-        if (path(m, k, weight_transposed) == Path::transposed) {
-          fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +
-                   ": transposed",
-               where);
-        }
-      }
+      check(t, c, isa,
+            std::string("choose_path, ") + type_name<T>() + ", " + c.cpu + ", " + isa_name(isa));
     }
   }
   blocked::set_tuning_for_testing(nullptr);
+}
+
+// The transposed path's choice (path.cpp): with narrow tiles (AVX2, or AVX-512 split into
+// halves), X · W^T whose rows of X fill whole broadcast tiles (or one half-width tile), up to
+// transposed_max_rows, at least 256 deep; elsewhere, and without narrow tiles (generic ISA,
+// AVX-512 at full width), the other paths.
+template <typename T>
+void check_transposed_choice() {
+  constexpr int64_t tile = blocked::kBroadcastCols<T>;
+  for_each_model_tuning<T>([&](const blocked::Tuning& t, const ModelCase& c, Isa isa,
+                              const std::string& where) {
+    const int64_t max_rows = blocked::transposed_max_rows<T>(t);
+    const bool narrow = expected_narrow_tiles(isa, c.splits_avx512).narrow;
+    ++g_checks;
+    if (narrow != (max_rows >= tile)) fail("transposed rows " + std::to_string(max_rows), where);
+    // One half-width tile, whole tiles up to the limit: transposed exactly with narrow tiles
+    // (where the interleaved path does not take them first: check_interleaved_choice).
+    for (const int64_t m : {blocked::kHalfBroadcastCols<T>, tile, std::max(max_rows, tile)}) {
+      if (m <= t.interleaved_max_rows) continue;
+      ++g_checks;
+      if ((path_of<T>(m, 256, true) == Path::transposed) != narrow) {
+        fail(std::to_string(m) + " rows x 256: " + (narrow ? "not " : "") + "transposed", where);
+      }
+    }
+    // Rows not whole tiles, too many rows, too shallow, X beyond L2, B = W (not W^T).
+    const int64_t beyond_l2 = t.stream_b_bytes / (tile * int64_t(sizeof(T))) + 1;
+    const int64_t too_many = std::max(max_rows, tile) + tile;
+    const std::tuple<int64_t, int64_t, bool> others[] = {{tile + 2, 1024, true},
+                                                         {too_many, 1024, true},
+                                                         {tile, 255, true},
+                                                         {tile, beyond_l2, true},
+                                                         {tile, 1024, false}};
+    for (const auto& [m, k, weight_transposed] : others) {
+      ++g_checks;
+      if (path_of<T>(m, k, weight_transposed) == Path::transposed) {
+        fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +
+                 ": transposed",
+             where);
+      }
+    }
+  });
+}
+
+// The interleaved path's choice (path.cpp): with AVX-512 (interleaved_max_rows 8), float or
+// double X · W^T of 2 to 8 rows at any depth, and of one row where W fills the thread's L3
+// share; never more rows, B = W, an X beyond L2, 16-bit types, or another ISA.
+template <typename T>
+void check_interleaved_choice() {
+  for_each_model_tuning<T>([](const blocked::Tuning& t, const ModelCase&, Isa isa,
+                              const std::string& where) {
+    const bool tiles = isa == Isa::avx512 && std::is_same_v<T, blocked::Acc<T>>;
+    const int64_t k_from_memory = t.l3_share_bytes / (512 * int64_t(sizeof(T)));
+    const int64_t x_beyond_l2 = t.stream_b_bytes / (8 * int64_t(sizeof(T))) + 1;
+    const std::tuple<int64_t, int64_t, bool, bool> cases[] = {
+        {2, 64, true, tiles},   {8, 1024, true, tiles},  {5, 3, true, tiles},
+        {1, 256, true, false},  {1, k_from_memory, true, tiles},
+        {9, 1024, true, false}, {8, 1024, false, false}, {8, x_beyond_l2, true, false}};
+    for (const auto& [m, k, weight_transposed, interleaved] : cases) {
+      ++g_checks;
+      if ((path_of<T>(m, k, weight_transposed) == Path::interleaved) != interleaved) {
+        fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +
+                 (interleaved ? ": not" : ":") + " interleaved",
+             where);
+      }
+    }
+  });
 }
 
 // ---------------------------------------------------------------- timing
@@ -1367,7 +1420,8 @@ int bench(int argc, char** argv) {
                         : name == "broadcast" ? Path::broadcast
                         : name == "stream" ? Path::stream
                         : name == "transposed" ? Path::transposed
-                                              : Path::automatic);
+                        : name == "interleaved" ? Path::interleaved
+                                                : Path::automatic);
   }
   const char* types = std::getenv("BENCH_TYPES");  // e.g. "f32,bf16"; unset: f32 and f64
   auto wanted = [types](const char* name) {
@@ -1399,6 +1453,9 @@ int main(int argc, char** argv) {
   test_grid_floor();
   check_transposed_choice<float>();
   check_transposed_choice<double>();
+  check_interleaved_choice<float>();
+  check_interleaved_choice<double>();
+  check_interleaved_choice<bfloat16_t>();
   {
     std::mt19937 model_rng(11);
     check_model_blocks<float>(model_rng);

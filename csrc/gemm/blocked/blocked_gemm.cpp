@@ -42,6 +42,12 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
     case Path::transposed:
       transposed_gemm(kernels, a, b, c, bias);
       break;
+    case Path::interleaved:
+      if (has_interleaved_tiles(kernels)) {
+        interleaved_gemm(kernels, a, b, c, bias);
+        break;
+      }
+      [[fallthrough]];  // an ISA without them (a forced path, an override): packed
     case Path::automatic:
     case Path::packed:
       packed_gemm(kernels, a, b, c, bias, row_sums);

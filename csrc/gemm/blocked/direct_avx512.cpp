@@ -3,7 +3,12 @@
 // batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
 // GFLOP/s). The broadcast and stream tiles, one-row dot tiles, and 16-bit or compressed
-// operands stay with the AVX2 file.
+// operands stay with the AVX2 file. Also the interleaved tiles (kernels.h) of 1 to 8 rows.
+//
+// GCC 12's AVX-512 headers warn that their own reductions read an uninitialized vector (an
+// undefined 256-bit half they then ignore), once per tile shape: not this file's values.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "direct_tiles.h"
 #include "kernels.h"
 
@@ -111,6 +116,85 @@ EML_TARGET_AVX512 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, 
   }
 }
 
+// A prefetch of the line at p into L2; p is an address, which may lie past B's end.
+EML_AVX512_INLINE void prefetch_into_l2(std::uintptr_t p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+}
+
+// acc[r][i] += A row i's values of one step (a_step: M vectors) times bv[r], B row r's.
+template <typename T, int R, int M>
+EML_AVX512_INLINE void interleaved_step(const T* a_step,
+                                        const typename avx512::Vec<T>::V (&bv)[R],
+                                        typename avx512::Vec<T>::V (&acc)[R][M]) {
+  using VT = avx512::Vec<T>;
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    const auto av = VT::loadu(a_step + i * VT::lanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r][i] = VT::fma(av, bv[r], acc[r][i]);
+  }
+}
+
+// C[i, j] = A row i · B row j (+ bias[j]) for the M rows of A, interleaved (kernels.h), and R
+// rows of B, over all k steps: M x R vector accumulators, and per step M loads of A (from
+// L1 or L2) and R of B for M x R FMAs. Each step asks for the same line of the next tile's
+// rows of B (R rows further on): read in place from memory, B's rows are R streams, of which
+// the hardware prefetcher alone kept too few lines in flight (Zen 4, 8 x 1024 x 4096: 13
+// against 20 GB/s).
+template <typename T, int R, int M>
+EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b, int64_t ldb,
+                                        T* c, int64_t ldc, const T* bias) {
+  using VT = avx512::Vec<T>;
+  using V = typename VT::V;
+  constexpr int L = VT::lanes;
+  static_assert(L == kInterleavedLanes<T>, "a step of A is one vector per row");
+  const std::uintptr_t next_tile_bytes = static_cast<std::uintptr_t>(R * ldb) * sizeof(T);
+  V acc[R][M];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) acc[r][i] = VT::zero();
+  }
+  int64_t p = 0;
+  for (; p + L <= k; p += L) {
+    V bv[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const T* b_row = b + r * ldb + p;
+      prefetch_into_l2(reinterpret_cast<std::uintptr_t>(b_row) + next_tile_bytes);
+      bv[r] = VT::loadu(b_row);
+    }
+    interleaved_step<T, R, M>(a_steps + p * M, bv, acc);
+  }
+  if (p < k) {  // the last, partial step: B's lanes past k load as 0, A's are 0
+    V bv[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) bv[r] = VT::maskload(b + r * ldb + p, static_cast<int>(k - p));
+    interleaved_step<T, R, M>(a_steps + p * M, bv, acc);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const T sum = VT::sum(acc[r][i]);
+      c[i * ldc + r] = bias != nullptr ? sum + bias[r] : sum;
+    }
+  }
+}
+
+template <typename T, int R, int... Ms>
+void set_interleaved_row(InterleavedTile<T> (&tiles)[kInterleavedRows],
+                         std::integer_sequence<int, Ms...>) {
+  ((tiles[Ms] = &interleaved_tile<T, R, Ms + 1>), ...);
+}
+
+template <typename T, int... Rs>
+void set_interleaved(InterleavedTile<T> (&tiles)[kInterleavedCols][kInterleavedRows],
+                     std::integer_sequence<int, Rs...>) {
+  (set_interleaved_row<T, Rs + 1>(tiles[Rs], std::make_integer_sequence<int, kInterleavedRows>{}),
+   ...);
+}
+
 // This file's tiles, for set_dot_tiles (direct_tiles.h): A and B of one type.
 struct Avx512Tiles {
   template <typename S, typename SB, int R, int C>
@@ -134,6 +218,14 @@ void set_avx512_dot_tiles(Kernels<T>& kernels) {
 
 template void set_avx512_dot_tiles<float>(Kernels<float>&);
 template void set_avx512_dot_tiles<double>(Kernels<double>&);
+
+template <typename T>
+void set_avx512_interleaved_tiles(Kernels<T>& kernels) {
+  set_interleaved<T>(kernels.interleaved, std::make_integer_sequence<int, kInterleavedCols>{});
+}
+
+template void set_avx512_interleaved_tiles<float>(Kernels<float>&);
+template void set_avx512_interleaved_tiles<double>(Kernels<double>&);
 
 }  // namespace eml::gemm::blocked
 

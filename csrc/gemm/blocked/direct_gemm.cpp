@@ -46,6 +46,27 @@ int64_t half_tile_rows(int64_t ld) {
   return std::clamp<int64_t>(tuning().aliased_tile_rows, 1, kHalfBroadcastRows);
 }
 
+// A's rows (at most kInterleavedRows) interleaved into this thread's buffer for A, as the
+// interleaved tiles read them (kernels.h): per step of kInterleavedLanes<S> values of k, each
+// row's values of it, zeros past k.
+template <typename S>
+const S* interleave_rows(ConstMatrixView<S> a) {
+  constexpr int64_t lanes = kInterleavedLanes<S>;
+  const int64_t steps = (a.cols + lanes - 1) / lanes;
+  S* interleaved = packed_a_buffer<S>(static_cast<std::size_t>(steps * a.rows * lanes));
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t first = step * lanes;
+    const int64_t count = std::min(lanes, a.cols - first);
+    for (int64_t i = 0; i < a.rows; ++i) {
+      S* dst = interleaved + (step * a.rows + i) * lanes;
+      const S* src = a.data + i * a.row_stride + first * a.col_stride;
+      for (int64_t l = 0; l < count; ++l) dst[l] = src[l * a.col_stride];
+      std::fill(dst + count, dst + lanes, S{0});
+    }
+  }
+  return interleaved;
+}
+
 // A small float or double matrix (a narrow B, or the transposed path's A^T: path.cpp) copied
 // into this thread's buffer for B, row-major.
 template <typename S>
@@ -224,6 +245,26 @@ void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatri
 }
 
 template <typename S>
+void interleaved_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                      OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+  if constexpr (std::is_same_v<S, Acc<S>>) {
+    const int64_t m = c.rows, n = c.cols, k = a.cols;
+    if (!has_interleaved_tiles(kernels) || m > kInterleavedRows || b.row_stride != 1) {
+      throw std::logic_error("interleaved_gemm: no tiles for this ISA, or A or B unfit");
+    }
+    const S* a_steps = interleave_rows(a);
+    const int64_t ldb = b.col_stride;  // B's columns (W's rows) are rows of memory
+    for (int64_t j = 0; j < n; j += kInterleavedCols) {
+      const int64_t cols = std::min<int64_t>(kInterleavedCols, n - j);
+      kernels.interleaved[cols - 1][m - 1](k, a_steps, b.data + j * ldb, ldb, c.data + j, c.ld,
+                                           bias != nullptr ? bias + j : nullptr);
+    }
+  } else {
+    throw std::logic_error("interleaved_gemm: float and double only");
+  }
+}
+
+template <typename S>
 void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   using T = Acc<S>;
@@ -265,6 +306,8 @@ void stream_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
                             OutputMatrix<Acc<S>>, const Acc<S>*);                             \
   template void broadcast_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,  \
                                   OutputMatrix<Acc<S>>, const Acc<S>*);                       \
+  template void interleaved_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>, \
+                                    OutputMatrix<Acc<S>>, const Acc<S>*);                      \
   template void stream_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,     \
                                OutputMatrix<Acc<S>>, const Acc<S>*);                          \
   template void transposed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>, \

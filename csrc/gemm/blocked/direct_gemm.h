@@ -29,6 +29,18 @@ template <typename S>
 void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                      OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
+// Needs b.row_stride == 1 (B contiguous along k, as W^T in Y = X·W^T), at most
+// kInterleavedRows rows of A (any strides), and the kernels' interleaved tiles (float and
+// double with AVX-512): C = A·B (+ bias) by those tiles, A copied interleaved into L2 and B
+// read in place, in order.
+template <typename S>
+bool has_interleaved_tiles(const Kernels<S>& kernels) {
+  return kernels.interleaved[0][0] != nullptr;
+}
+template <typename S>
+void interleaved_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                      OutputMatrix<Acc<S>> c, const Acc<S>* bias);
+
 // Needs b.col_stride == 1; meant for very few rows and a B too large for cache:
 // reads each row of B once, in order, updating column blocks of C held in L1.
 template <typename S>

@@ -44,6 +44,16 @@ using BroadcastTile = void (*)(int64_t k, const S* a, int64_t a_row_stride,
                                int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
                                int64_t ldc, int64_t cols, const Acc<S>* bias, bool accumulate);
 
+// Packing-free path for at most kInterleavedRows rows of A and a B contiguous along k (Y =
+// X·W^T at a small batch), on AVX-512: C[i, j] = sum_p A(i, p) * b[j*ldb + p] (+ bias[j])
+// for the M rows of A and a tile of R columns j (one function per shape), over all k steps.
+// A comes interleaved (interleaved_gemm, direct_gemm.cpp): for each step of
+// kInterleavedLanes<S> values of k, the M rows' values of that step one after another,
+// zeros past k.
+template <typename S>
+using InterleavedTile = void (*)(int64_t k, const S* a_steps, const S* b, int64_t ldb, S* c,
+                                 int64_t ldc, const S* bias);
+
 // Packing-free path for very few rows and a large B contiguous along n: streams
 // each row of B once. C[r, 0:cols] += sum_p A(r, p) * b[p*ldb + 0:cols] for a fixed
 // number of rows r (one function per count), all k steps, any cols; C must hold its
@@ -84,6 +94,12 @@ inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 // they are a multiple of an L1 way apart, the transposed path takes Tuning::aliased_tile_rows
 // (6 on an 8-way L1; direct_gemm.cpp).
 inline constexpr int kHalfBroadcastRows = 8;
+// The interleaved tiles (InterleavedTile): up to 8 rows of A (M) x 4 columns of C (R), M x R
+// accumulators of one AVX-512 vector each, and A's steps one 64-byte line per row.
+inline constexpr int kInterleavedRows = 8;
+inline constexpr int kInterleavedCols = 4;
+template <typename S>
+inline constexpr int64_t kInterleavedLanes = 64 / sizeof(S);
 template <typename S>
 inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
 
@@ -115,6 +131,8 @@ struct Kernels {
   BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
   BroadcastTile<S> half_broadcast[kHalfBroadcastRows] = {};  // [rows - 1]; null: 16-bit S
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
+  // [cols - 1][rows - 1]; null: none (float and double with AVX-512 only)
+  InterleavedTile<S> interleaved[kInterleavedCols][kInterleavedRows] = {};
   PackRowsKernel<S> pack_a_rows = nullptr;       // null: packing.cpp's portable loop
   PackRowsKernel<S> pack_b_rows = nullptr;
   PackStepsKernel<S> pack_a_steps = nullptr;     // null: portable loop (or memcpy)
@@ -133,7 +151,8 @@ template <typename S>
 const Kernels<S>& avx2_kernels();
 // Call only when the CPU has AVX-512F: avx2_kernels() plus the AVX-512 tile-pair kernels
 // (whole and edge rows, with and without the next panels' prefetch) and, for float and
-// double, the AVX-512 dot tiles of 2 and 3 rows (for float also the transposing pack of B).
+// double, the AVX-512 dot tiles of 2 and 3 rows and the interleaved tiles (for float also the
+// transposing pack of B).
 template <typename S>
 const Kernels<S>& avx512_kernels();
 #endif
@@ -168,6 +187,8 @@ template <typename S>
 void set_avx2_direct_tiles(Kernels<S>& kernels);
 template <typename T>
 void set_avx512_dot_tiles(Kernels<T>& kernels);  // float and double; 2 and 3 rows
+template <typename T>
+void set_avx512_interleaved_tiles(Kernels<T>& kernels);  // float and double
 template <typename S>
 void set_avx2_packing(Kernels<S>& kernels);
 void set_avx512_packing(Kernels<float>& kernels);  // the transposing pack of B panels

@@ -9,7 +9,7 @@
 
 namespace eml::gemm::blocked {
 
-enum class Path { automatic, packed, dot, broadcast, stream, transposed };
+enum class Path { automatic, packed, dot, broadcast, stream, transposed, interleaved };
 
 // The most rows of A (whole broadcast tiles) for which the transposed path is chosen:
 // Tuning::transposed_max_rows for float; for double one tile (Zen 3: 8 rows 1.5x, 16 to 32

@@ -24,7 +24,7 @@ constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 17> kFields = {{
+const std::array<Field, 18> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -51,6 +51,8 @@ const std::array<Field, 17> kFields = {{
      "1: AVX2-width tiles at the ISA's FMA rate (AVX2; AVX-512 split into 256-bit halves)"},
     {"transposed_max_rows", "EML_OPS_TRANSPOSED_MAX_ROWS", &Tuning::transposed_max_rows,
      nullptr, nullptr, "measured: 64 with narrow tiles (AVX2, split AVX-512), else 0"},
+    {"interleaved_max_rows", "EML_OPS_INTERLEAVED_MAX_ROWS", &Tuning::interleaved_max_rows,
+     nullptr, nullptr, "the interleaved tiles' 8 rows with AVX-512, else 0"},
     {"aliased_tile_rows", "EML_OPS_ALIASED_TILE_ROWS", &Tuning::aliased_tile_rows, nullptr,
      nullptr, "L1d: W's rows in one set beside 2 lines of X^T: 8 with 10 ways or more, else 6"},
 }};
