@@ -90,8 +90,8 @@ struct Tuning {
   // 1.2x-1.7x, 48 and 64 rows 1.13x-1.23x packed (64 x 1024 x 4096: 0.91x), 96 rows 0.89x;
   // Zen 4 AVX2, 48 and 64 rows 0.95x-1.11x. 0 without narrow tiles.
   int64_t transposed_max_rows = 0;
-  // The most rows of float or double that take the interleaved path (kernels.h), with a deep
-  // W read in place: 8 (all the tiles have) with AVX-512, 0 without.
+  // The most rows of float or double X that take the interleaved path (X · W^T with W read in
+  // place; path.cpp): 8, all the interleaved tiles have, with AVX-512; 0 without them.
   int64_t interleaved_max_rows = 0;
   // Rows of W per half-width broadcast tile where W's rows are a multiple of an L1 way apart
   // (all in one L1 set, beside two lines of X^T): 8 where the L1 has ways for all ten (12-way:

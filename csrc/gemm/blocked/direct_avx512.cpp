@@ -135,6 +135,21 @@ EML_AVX512_INLINE void interleaved_step(const T* a_step,
   }
 }
 
+// The sums of four float vectors' lanes, [sum(a0), sum(a1), sum(a2), sum(a3)]: the lanes of
+// all four added in one tree (12 instructions, against about 8 for each vector alone).
+EML_AVX512_INLINE __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  // Per 128-bit block: [a0 0+2, a1 0+2, a0 1+3, a1 1+3], and the same of a2, a3.
+  const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  // Per block: each vector's four lanes' sum, [a0, a1, a2, a3].
+  const __m512 blocks = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                      _mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 halves = _mm256_add_ps(
+      _mm512_castps512_ps256(blocks),
+      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(blocks), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
+}
+
 // C[i, j] = A row i · B row j (+ bias[j]) for the M rows of A, interleaved (kernels.h), and R
 // rows of B, over all k steps: M x R vector accumulators, and per step M loads of A (from
 // L1 or L2) and R of B for M x R FMAs. Each step asks for the same line of the next tile's
@@ -171,6 +186,14 @@ EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b,
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) bv[r] = VT::maskload(b + r * ldb + p, static_cast<int>(k - p));
     interleaved_step<T, R, M>(a_steps + p * M, bv, acc);
+  }
+  if constexpr (std::is_same_v<T, float> && R == 4) {
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m128 sums = sum4(acc[0][i], acc[1][i], acc[2][i], acc[3][i]);
+      _mm_storeu_ps(c + i * ldc, bias != nullptr ? _mm_add_ps(sums, _mm_loadu_ps(bias)) : sums);
+    }
+    return;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i) {

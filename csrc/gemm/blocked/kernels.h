@@ -94,14 +94,14 @@ inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 // they are a multiple of an L1 way apart, the transposed path takes Tuning::aliased_tile_rows
 // (6 on an 8-way L1; direct_gemm.cpp).
 inline constexpr int kHalfBroadcastRows = 8;
+template <typename S>
+inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
 // The interleaved tiles (InterleavedTile): up to 8 rows of A (M) x 4 columns of C (R), M x R
 // accumulators of one AVX-512 vector each, and A's steps one 64-byte line per row.
 inline constexpr int kInterleavedRows = 8;
 inline constexpr int kInterleavedCols = 4;
 template <typename S>
 inline constexpr int64_t kInterleavedLanes = 64 / sizeof(S);
-template <typename S>
-inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
 
 // The packed path's register kernels (microkernel_*.cpp), as the macro-kernel takes them.
 // [rows - 1] entries: the first rows of a whole-width tile, straight into C (the last row
