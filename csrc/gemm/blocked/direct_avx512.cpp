@@ -26,13 +26,19 @@ namespace {
 
 // How far ahead of its loads a tile prefetches each row of B: the hardware prefetcher alone
 // kept too few of B's lines in flight from memory (Zen 5, 4 to 12 rows of A: 1.1-1.4x with
-// it). An address, not a pointer: it may lie past B's end, which a prefetch may touch.
+// it).
 constexpr std::uintptr_t kAheadBytes = 1536;
+
+// A prefetch of the line at address p with `Hint` (_MM_HINT_T0: into L1, _MM_HINT_T1: into
+// L2). An address, not a pointer: it may lie past B's end, which a prefetch may touch.
+template <int Hint>
+EML_AVX512_INLINE void prefetch_line(std::uintptr_t p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), static_cast<_mm_hint>(Hint));
+}
 
 template <typename T>
 EML_AVX512_INLINE void prefetch_ahead(const T* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + kAheadBytes),
-               _MM_HINT_T0);
+  prefetch_line<_MM_HINT_T0>(reinterpret_cast<std::uintptr_t>(p) + kAheadBytes);
 }
 
 // Elements from p to the next 64-byte boundary (0 when p is on one).
@@ -116,11 +122,6 @@ EML_TARGET_AVX512 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, 
   }
 }
 
-// A prefetch of the line at p into L2; p is an address, which may lie past B's end.
-EML_AVX512_INLINE void prefetch_into_l2(std::uintptr_t p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-}
-
 // acc[r][i] += A row i's values of one step (a_step: M vectors) times bv[r], B row r's.
 template <typename T, int R, int M>
 EML_AVX512_INLINE void interleaved_step(const T* a_step,
@@ -176,7 +177,7 @@ EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b,
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const T* b_row = b + r * ldb + p;
-      prefetch_into_l2(reinterpret_cast<std::uintptr_t>(b_row) + next_tile_bytes);
+      prefetch_line<_MM_HINT_T1>(reinterpret_cast<std::uintptr_t>(b_row) + next_tile_bytes);
       bv[r] = VT::loadu(b_row);
     }
     interleaved_step<T, R, M>(a_steps + p * M, bv, acc);
@@ -205,18 +206,14 @@ EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b,
   }
 }
 
-template <typename T, int R, int... Ms>
-void set_interleaved_row(InterleavedTile<T> (&tiles)[kInterleavedRows],
-                         std::integer_sequence<int, Ms...>) {
-  ((tiles[Ms] = &interleaved_tile<T, R, Ms + 1>), ...);
-}
-
-template <typename T, int... Rs>
-void set_interleaved(InterleavedTile<T> (&tiles)[kInterleavedCols][kInterleavedRows],
-                     std::integer_sequence<int, Rs...>) {
-  (set_interleaved_row<T, Rs + 1>(tiles[Rs], std::make_integer_sequence<int, kInterleavedRows>{}),
-   ...);
-}
+// interleaved_tile<T, R, M> for direct_tiles::fill_table: R columns, M rows.
+template <typename T>
+struct MakeInterleaved {
+  template <typename R, typename M>
+  InterleavedTile<T> operator()(R, M) const {
+    return &interleaved_tile<T, R::value, M::value>;
+  }
+};
 
 // This file's tiles, for set_dot_tiles (direct_tiles.h): A and B of one type.
 struct Avx512Tiles {
@@ -234,9 +231,9 @@ void set_avx512_dot_tiles(Kernels<T>& kernels) {
   // Tiles of one row (a matrix-vector product) keep the AVX2 ones, which streamed B from
   // memory faster there (Zen 5, 1x4096x4096: 15.4 against 14.0 GFLOP/s).
   static_assert(kDotRows == 3, "the rows set here");
-  constexpr auto columns = std::make_integer_sequence<int, kDotCols>{};
-  direct_tiles::set_dot_row<Avx512Tiles, T, T, 2>(kernels.dot, columns);
-  direct_tiles::set_dot_row<Avx512Tiles, T, T, 3>(kernels.dot, columns);
+  const direct_tiles::MakeDot<Avx512Tiles, T, T> make;
+  direct_tiles::fill_row<2>(kernels.dot, make);
+  direct_tiles::fill_row<3>(kernels.dot, make);
 }
 
 template void set_avx512_dot_tiles<float>(Kernels<float>&);
@@ -244,7 +241,7 @@ template void set_avx512_dot_tiles<double>(Kernels<double>&);
 
 template <typename T>
 void set_avx512_interleaved_tiles(Kernels<T>& kernels) {
-  set_interleaved<T>(kernels.interleaved, std::make_integer_sequence<int, kInterleavedCols>{});
+  direct_tiles::fill_table(kernels.interleaved, MakeInterleaved<T>{});
 }
 
 template void set_avx512_interleaved_tiles<float>(Kernels<float>&);

@@ -230,7 +230,7 @@ void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatri
     // the tiles then prefetch (Zen 4, 1 thread, two layers of 8 x 1024 x 4096 and two of 8 x
     // 4096 x 1024, 64 MB of weights: 1.10x-1.20x; a W in L3, 8 x 3072 x 768, ran 0.92x).
     const bool w_from_memory =
-        w.rows * w.cols * static_cast<int64_t>(sizeof(S)) >= tuning().l3_share_bytes;
+        streams_from_memory(w.rows * w.cols * static_cast<int64_t>(sizeof(S)));
     S* block = staged_c_buffer<S>(static_cast<std::size_t>(kTransposedCols * m));
     for (int64_t j = 0; j < n; j += kTransposedCols) {
       const int64_t cols = std::min(kTransposedCols, n - j);

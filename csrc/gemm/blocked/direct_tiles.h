@@ -4,6 +4,7 @@
 //   template <typename S, typename SB, int R, int C> static DotTile<S, SB> dot();
 //   template <typename S, int R, int W> static BroadcastTile<S> broadcast();  // W columns
 //   template <typename S, int R> static StreamTile<S> stream();
+// fill_table and fill_row fill any 2-D table of tiles (the AVX-512 interleaved ones too).
 #pragma once
 
 #include <type_traits>
@@ -14,15 +15,39 @@
 namespace eml::gemm::blocked {
 namespace direct_tiles {
 
-template <typename Tiles, typename S, typename SB, int R, int... Cs>
-void set_dot_row(DotTile<S, SB> (&dot)[kDotRows][kDotCols], std::integer_sequence<int, Cs...>) {
-  ((dot[R - 1][Cs] = Tiles::template dot<S, SB, R, Cs + 1>()), ...);
+// table[R - 1][C - 1] = make(R, C) for C of 1 to Cols, each number a std::integral_constant
+// (a template argument inside `make`).
+template <int R, typename Tile, int Rows, int Cols, typename Make, int... Cs>
+void fill_row(Tile (&table)[Rows][Cols], Make make, std::integer_sequence<int, Cs...>) {
+  ((table[R - 1][Cs] =
+        make(std::integral_constant<int, R>{}, std::integral_constant<int, Cs + 1>{})),
+   ...);
 }
 
-template <typename Tiles, typename S, typename SB, int... Rs>
-void set_dot(DotTile<S, SB> (&dot)[kDotRows][kDotCols], std::integer_sequence<int, Rs...>) {
-  (set_dot_row<Tiles, S, SB, Rs + 1>(dot, std::make_integer_sequence<int, kDotCols>{}), ...);
+template <int R, typename Tile, int Rows, int Cols, typename Make>
+void fill_row(Tile (&table)[Rows][Cols], Make make) {
+  fill_row<R>(table, make, std::make_integer_sequence<int, Cols>{});
 }
+
+template <typename Tile, int Rows, int Cols, typename Make, int... Rs>
+void fill_table(Tile (&table)[Rows][Cols], Make make, std::integer_sequence<int, Rs...>) {
+  (fill_row<Rs + 1>(table, make), ...);
+}
+
+// Every entry of a 2-D table of tiles: table[R - 1][C - 1] = make(R, C).
+template <typename Tile, int Rows, int Cols, typename Make>
+void fill_table(Tile (&table)[Rows][Cols], Make make) {
+  fill_table(table, make, std::make_integer_sequence<int, Rows>{});
+}
+
+// Tiles::dot<S, SB, R, C>() for fill_table and fill_row.
+template <typename Tiles, typename S, typename SB>
+struct MakeDot {
+  template <typename R, typename C>
+  DotTile<S, SB> operator()(R, C) const {
+    return Tiles::template dot<S, SB, R::value, C::value>();
+  }
+};
 
 template <typename Tiles, typename S, int W, int N, int... Rs>
 void set_broadcast(BroadcastTile<S> (&tiles)[N], std::integer_sequence<int, Rs...>) {
@@ -39,7 +64,7 @@ void set_stream(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
 // Every dot tile shape, A of S and B of SB, from `Tiles`.
 template <typename Tiles, typename S, typename SB>
 void set_dot_tiles(DotTile<S, SB> (&dot)[kDotRows][kDotCols]) {
-  direct_tiles::set_dot<Tiles, S, SB>(dot, std::make_integer_sequence<int, kDotRows>{});
+  direct_tiles::fill_table(dot, direct_tiles::MakeDot<Tiles, S, SB>{});
 }
 
 // Every dot, broadcast (whole and, for float and double, half width) and stream tile of

@@ -84,8 +84,8 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   // dot): 8 rows 1.13x-1.32x (8 x 3072 x 768 111 GFLOP/s; four 8 x 4096 x 1024 from memory
   // 1.32x), 4 and 5 rows 2.2x, 2 rows 1.16x, and 1.1x-1.5x at k of 8 to 128; one row 1.17x
   // with W from memory, 0.8x-0.9x with W in cache, where the dot path's one-row tiles stay.
-  const bool w_from_memory = b_bytes >= limits.l3_share_bytes;
-  if (interleaved_applies(a, b) && m <= limits.interleaved_max_rows && (m > 1 || w_from_memory) &&
+  if (interleaved_applies(a, b) && m <= limits.interleaved_max_rows &&
+      (m > 1 || streams_from_memory(b_bytes)) &&
       k <= kSumBlock * kInterleavedLanes<T> && a_bytes <= limits.stream_b_bytes) {
     return Path::interleaved;
   }

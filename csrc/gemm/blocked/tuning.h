@@ -25,6 +25,9 @@ const Tuning& tuning();
 // The tuning for `isa`: model plus overrides.
 const Tuning& tuning_for(Isa isa);
 
+// Whether an operand of `bytes` streams from memory: beyond this thread's L3 share.
+inline bool streams_from_memory(int64_t bytes) { return bytes >= tuning().l3_share_bytes; }
+
 // Tests only: run with `tuning` (nullptr: back to tuning()). Not thread-safe with GEMMs
 // running; the caller keeps `tuning` alive.
 void set_tuning_for_testing(const Tuning* tuning);
