@@ -199,6 +199,37 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         assert not values[name]["overridden"]
 
 
+def test_zero_turns_the_narrow_tiles_and_the_row_limited_paths_off() -> None:
+    overrides = {
+        "EML_OPS_NARROW_TILES": "0",
+        "EML_OPS_TRANSPOSED_MAX_ROWS": "0",
+        "EML_OPS_INTERLEAVED_MAX_ROWS": "0",
+    }
+    result = run_python(OVERRIDE_CHECK, **overrides)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert all(out["correct"]), out["correct"]
+    values = out["tuning"]["values"]
+    for env in overrides:
+        name = env.removeprefix("EML_OPS_").lower()
+        assert values[name]["overridden"] and values[name]["value"] == 0, name
+
+
+@pytest.mark.parametrize("name", ["interleaved_max_rows", "kc"])
+def test_a_negative_override_is_ignored_and_a_zero_only_where_it_switches_off(name: str) -> None:
+    env = f"EML_OPS_{name.upper()}"
+    code = f"import json, eml_ops; print(json.dumps(eml_ops._C.tuning()['values']['{name}']))"
+    for text, taken in (("-1", False), ("0", name != "kc")):
+        result = run_python(code, **{env: text})
+        assert result.returncode == 0, result.stderr
+        entry = json.loads(result.stdout)
+        assert entry["overridden"] == taken, (text, entry)
+        if not taken:
+            assert entry["value"] == entry["model"]
+            least = 1 if name == "kc" else 0
+            assert f"{env}='{text}' ignored: not an integer of at least {least}" in entry["note"]
+
+
 @pytest.mark.parametrize("text", ["0", "-5", "abc", "12x", ""])
 def test_a_bad_override_is_ignored_and_reported(text: str) -> None:
     code = "import json, eml_ops; print(json.dumps(eml_ops._C.tuning()['values']['kc']))"

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 namespace eml::gemm::blocked {
@@ -17,6 +18,8 @@ struct Field {
   CacheBlocks Tuning::*type;  // the blocks of one type, and
   int64_t CacheBlocks::*block;
   const char* note;
+  // The least value an override may set: 1, or 0 where 0 turns a path or tiles off.
+  int64_t least = 1;
 };
 
 constexpr const char* kKcNote = "L1d: A and B micro-panels in whole ways, one way free";
@@ -48,11 +51,11 @@ const std::array<Field, 18> kFields = {{
     {"aliasing_row_bytes", "EML_OPS_ALIASING_ROW_BYTES", &Tuning::aliasing_row_bytes, nullptr,
      nullptr, "L1d: half a way (rows a multiple apart share one or two sets)"},
     {"narrow_tiles", "EML_OPS_NARROW_TILES", &Tuning::narrow_tiles, nullptr, nullptr,
-     "1: AVX2-width tiles at the ISA's FMA rate (AVX2; AVX-512 split into 256-bit halves)"},
+     "1: AVX2-width tiles at the ISA's FMA rate (AVX2; AVX-512 split into 256-bit halves)", 0},
     {"transposed_max_rows", "EML_OPS_TRANSPOSED_MAX_ROWS", &Tuning::transposed_max_rows,
-     nullptr, nullptr, "measured: 64 with narrow tiles (AVX2, split AVX-512), else 0"},
+     nullptr, nullptr, "measured: 64 with narrow tiles (AVX2, split AVX-512), else 0", 0},
     {"interleaved_max_rows", "EML_OPS_INTERLEAVED_MAX_ROWS", &Tuning::interleaved_max_rows,
-     nullptr, nullptr, "the interleaved tiles' 8 rows with AVX-512, else 0"},
+     nullptr, nullptr, "the interleaved tiles' 8 rows with AVX-512, else 0", 0},
     {"aliased_tile_rows", "EML_OPS_ALIASED_TILE_ROWS", &Tuning::aliased_tile_rows, nullptr,
      nullptr, "L1d: W's rows in one set beside 2 lines of X^T: 8 with 10 ways or more, else 6"},
 }};
@@ -61,12 +64,12 @@ int64_t& slot(Tuning& tuning, const Field& field) {
   return field.scalar != nullptr ? tuning.*field.scalar : (tuning.*field.type).*field.block;
 }
 
-// A positive decimal integer, or 0.
-int64_t parse_positive(const char* text) {
+// A decimal integer of at least `least`, or nothing.
+std::optional<int64_t> parse_at_least(const char* text, int64_t least) {
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value <= 0) return 0;
+  if (errno != 0 || end == text || *end != '\0' || value < least) return std::nullopt;
   return value;
 }
 
@@ -82,12 +85,12 @@ IsaTuning build(Isa isa) {
   for (const Field& field : kFields) {
     TuningEntry entry{field.name, field.env, slot(result.used, field), 0, false, field.note};
     if (const char* text = std::getenv(field.env)) {
-      const int64_t value = parse_positive(text);
-      if (value > 0) {
-        slot(result.used, field) = value;
+      if (const std::optional<int64_t> value = parse_at_least(text, field.least)) {
+        slot(result.used, field) = *value;
         entry.overridden = true;
       } else {
-        entry.note = std::string(field.env) + "='" + text + "' ignored: not a positive integer";
+        entry.note = std::string(field.env) + "='" + text +
+                     "' ignored: not an integer of at least " + std::to_string(field.least);
       }
     }
     entry.value = slot(result.used, field);
