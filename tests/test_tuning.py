@@ -130,7 +130,7 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     narrow = isa == "avx2" or (isa == "avx512" and eml_ops._C.cpu_splits_avx512())
     assert values["narrow_tiles"]["model"] == int(narrow)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
-    assert values["interleaved_max_rows"]["model"] == (8 if isa == "avx512" else 0)
+    assert values["interleaved_max_rows"]["model"] == (128 if isa == "avx512" else 0)
     # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
     assert values["aliased_tile_rows"]["model"] == (8 if l1_ways >= 10 else 6)
 

@@ -528,6 +528,16 @@ void run_tests() {
       }
     }
   }
+  // More rows than one interleaved tile: balanced groups of up to 8 rows (9: 5 and 4, 17: 6,
+  // 6 and 5), each reading the same tile of W's rows.
+  for (const int64_t m : {9, 12, 16, 17, 23, 64, 127, 128}) {
+    for (const int64_t n : {1, 4, 5, 9}) {
+      for (const int64_t k : {int64_t{3}, int64_t{37}, int64_t{300}}) {
+        check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, n % 2 == 0, false},
+                         all_variants({1}), rng);
+      }
+    }
+  }
   // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
   // model blocks: check_model_blocks) and threads
   // (4 threads on a square problem: a 2 x 2 grid of parts).
@@ -967,7 +977,7 @@ void test_block_model() {
     }
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
-    const int64_t interleaved_rows = c.isa == Isa::avx512 ? blocked::kInterleavedRows : 0;
+    const int64_t interleaved_rows = c.isa == Isa::avx512 ? 128 : 0;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) ||
         t.transposed_max_rows != want.transposed_max_rows ||
         t.interleaved_max_rows != interleaved_rows ||
@@ -1254,9 +1264,10 @@ void check_transposed_choice() {
   });
 }
 
-// The interleaved path's choice (path.cpp): with AVX-512 (interleaved_max_rows 8), float or
-// double X · W^T of 2 to 8 rows at any depth, and of one row where W fills the thread's L3
-// share; never more rows, B = W, an X beyond L2, 16-bit types, or another ISA.
+// The interleaved path's choice (path.cpp): with AVX-512 (interleaved_max_rows 128), float or
+// double X · W^T of 2 to 16 rows at any depth, up to 64 rows from k = 256, up to 128 from
+// k = 768, and of one row where W fills the thread's L3 share; never more rows, B = W, an X
+// beyond L2, 16-bit types, or another ISA.
 template <typename T>
 void check_interleaved_choice() {
   for_each_model_tuning<T>([](const blocked::Tuning& t, const ModelCase&, Isa isa,
@@ -1265,10 +1276,15 @@ void check_interleaved_choice() {
     const int64_t k_from_memory = t.l3_share_bytes / (512 * int64_t(sizeof(T)));
     const int64_t x_beyond_l2 = t.stream_b_bytes / (8 * int64_t(sizeof(T))) + 1;
     const std::tuple<int64_t, int64_t, bool, bool> cases[] = {
-        {2, 64, true, tiles},   {8, 1024, true, tiles},  {5, 3, true, tiles},
-        {1, 256, true, false},  {1, k_from_memory, true, tiles},
-        {9, 1024, true, false}, {8, 1024, false, false}, {8, x_beyond_l2, true, false}};
-    for (const auto& [m, k, weight_transposed, interleaved] : cases) {
+        {2, 64, true, tiles},     {8, 1024, true, tiles},   {5, 3, true, tiles},
+        {1, 256, true, false},    {1, k_from_memory, true, tiles},
+        {9, 1024, true, tiles},   {16, 64, true, tiles},    {17, 255, true, false},
+        {17, 256, true, tiles},   {64, 767, true, tiles},   {65, 767, true, false},
+        {65, 768, true, tiles},   {128, 768, true, tiles},  {129, 4096, true, false},
+        {8, 1024, false, false},  {8, x_beyond_l2, true, false}};
+    for (const auto& [m, k, weight_transposed, chosen] : cases) {
+      // X must fit L2 (the smaller L2s of the models hold fewer of the deep, many-row cases).
+      const bool interleaved = chosen && m * k * int64_t(sizeof(T)) <= t.stream_b_bytes;
       ++g_checks;
       if ((path_of<T>(m, k, weight_transposed) == Path::interleaved) != interleaved) {
         fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +

@@ -1,5 +1,7 @@
 #include "direct_gemm.h"
 
+#include "../int_math.h"
+
 #include <algorithm>
 #include <stdexcept>
 #include <type_traits>
@@ -46,22 +48,27 @@ int64_t half_tile_rows(int64_t ld) {
   return std::clamp<int64_t>(tuning().aliased_tile_rows, 1, kHalfBroadcastRows);
 }
 
-// A's rows (at most kInterleavedRows) interleaved into this thread's buffer for A, as the
-// interleaved tiles read them (kernels.h): per step of kInterleavedLanes<S> values of k, each
-// row's values of it, zeros past k.
+// A's rows in groups of group_rows (the last may have fewer; at most kInterleavedRows each),
+// each group interleaved as the interleaved tiles read it (kernels.h): per step of
+// kInterleavedLanes<S> values of k, each row's values of it, zeros past k. Group g starts at
+// g * group_rows * ceil(k / lanes) * lanes of this thread's buffer for A.
 template <typename S>
-const S* interleave_rows(ConstMatrixView<S> a) {
+const S* interleave_rows(ConstMatrixView<S> a, int64_t group_rows) {
   constexpr int64_t lanes = kInterleavedLanes<S>;
   const int64_t steps = (a.cols + lanes - 1) / lanes;
   S* interleaved = packed_a_buffer<S>(static_cast<std::size_t>(steps * a.rows * lanes));
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t first = step * lanes;
-    const int64_t count = std::min(lanes, a.cols - first);
-    for (int64_t i = 0; i < a.rows; ++i) {
-      S* dst = interleaved + (step * a.rows + i) * lanes;
-      const S* src = a.data + i * a.row_stride + first * a.col_stride;
-      for (int64_t l = 0; l < count; ++l) dst[l] = src[l * a.col_stride];
-      std::fill(dst + count, dst + lanes, S{0});
+  for (int64_t first_row = 0; first_row < a.rows; first_row += group_rows) {
+    const int64_t rows = std::min(group_rows, a.rows - first_row);
+    S* group = interleaved + first_row * steps * lanes;
+    for (int64_t step = 0; step < steps; ++step) {
+      const int64_t first = step * lanes;
+      const int64_t count = std::min(lanes, a.cols - first);
+      for (int64_t i = 0; i < rows; ++i) {
+        S* dst = group + (step * rows + i) * lanes;
+        const S* src = a.data + (first_row + i) * a.row_stride + first * a.col_stride;
+        for (int64_t l = 0; l < count; ++l) dst[l] = src[l * a.col_stride];
+        std::fill(dst + count, dst + lanes, S{0});
+      }
     }
   }
   return interleaved;
@@ -249,15 +256,24 @@ void interleaved_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatr
                       OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   if constexpr (std::is_same_v<S, Acc<S>>) {
     const int64_t m = c.rows, n = c.cols, k = a.cols;
-    if (!has_interleaved_tiles(kernels) || m > kInterleavedRows || b.row_stride != 1) {
+    if (!has_interleaved_tiles(kernels) || m > kInterleavedMaxRows || b.row_stride != 1) {
       throw std::logic_error("interleaved_gemm: no tiles for this ISA, or A or B unfit");
     }
-    const S* a_steps = interleave_rows(a);
+    const int64_t groups = ceil_div(m, kInterleavedRows);
+    const int64_t group_rows = ceil_div(m, groups);
+    const S* a_steps = interleave_rows(a, group_rows);
+    const int64_t group_values = group_rows * ceil_div(k, kInterleavedLanes<S>) *
+                                 kInterleavedLanes<S>;
     const int64_t ldb = b.col_stride;  // B's columns (W's rows) are rows of memory
     for (int64_t j = 0; j < n; j += kInterleavedCols) {
       const int64_t cols = std::min<int64_t>(kInterleavedCols, n - j);
-      kernels.interleaved[cols - 1][m - 1](k, a_steps, b.data + j * ldb, ldb, c.data + j, c.ld,
-                                           bias != nullptr ? bias + j : nullptr);
+      // Each group of rows in turn reads the same columns of B, the later ones from cache.
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t rows = std::min(group_rows, m - g * group_rows);
+        kernels.interleaved[cols - 1][rows - 1](
+            k, a_steps + g * group_values, b.data + j * ldb, ldb,
+            c.data + g * group_rows * c.ld + j, c.ld, bias != nullptr ? bias + j : nullptr);
+      }
     }
   } else {
     throw std::logic_error("interleaved_gemm: float and double only");

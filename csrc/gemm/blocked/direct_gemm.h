@@ -30,9 +30,10 @@ void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatri
                      OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
 // Needs b.row_stride == 1 (B contiguous along k, as W^T in Y = X·W^T), at most
-// kInterleavedRows rows of A (any strides), and the kernels' interleaved tiles (float and
-// double with AVX-512): C = A·B (+ bias) by those tiles, A copied interleaved into L2 and B
-// read in place, in order.
+// kInterleavedMaxRows rows of A (any strides), and the kernels' interleaved tiles (float and
+// double with AVX-512): C = A·B (+ bias) by those tiles, A copied interleaved into L2 in
+// balanced groups of at most kInterleavedRows rows and B read in place, in order, each tile
+// of B's columns by every group in turn.
 template <typename S>
 bool has_interleaved_tiles(const Kernels<S>& kernels) {
   return kernels.interleaved[0][0] != nullptr;

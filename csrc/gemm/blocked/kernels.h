@@ -44,7 +44,7 @@ using BroadcastTile = void (*)(int64_t k, const S* a, int64_t a_row_stride,
                                int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
                                int64_t ldc, int64_t cols, const Acc<S>* bias, bool accumulate);
 
-// Packing-free path for at most kInterleavedRows rows of A and a B contiguous along k (Y =
+// Packing-free tiles for at most kInterleavedRows rows of A and a B contiguous along k (Y =
 // X·W^T at a small batch), on AVX-512: C[i, j] = sum_p A(i, p) * b[j*ldb + p] (+ bias[j])
 // for the M rows of A and a tile of R columns j (one function per shape), over all k steps.
 // A comes interleaved (interleaved_gemm, direct_gemm.cpp): for each step of
@@ -100,6 +100,9 @@ inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
 // accumulators of one AVX-512 vector each, and A's steps one 64-byte line per row.
 inline constexpr int kInterleavedRows = 8;
 inline constexpr int kInterleavedCols = 4;
+// interleaved_gemm runs up to this many rows of A, in groups of at most kInterleavedRows,
+// which read each tile's R rows of B in turn (the later groups from cache).
+inline constexpr int kInterleavedMaxRows = 16 * kInterleavedRows;
 template <typename S>
 inline constexpr int64_t kInterleavedLanes = 64 / sizeof(S);
 

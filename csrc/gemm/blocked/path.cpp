@@ -27,6 +27,22 @@ constexpr int64_t kDeepK = 256;
 // At most this many steps of k count as shallow (write-bound).
 constexpr int64_t kShallowK = 4;
 
+// The most rows of A the interleaved path takes at depth k, up to `max_rows`: groups of 8 rows
+// beyond the first re-read each tile's rows of W from cache, which pays off the deeper k is.
+// Zen 4 AVX-512, 1 thread, against the path before (transposed for whole tiles of 16 rows,
+// else dot or packed): 10 to 16 rows 1.1x-2.3x at any depth (four 10 x 1024 x 4096 from
+// memory 2.3x, 12 x 2048 x 2048 1.75x, 16 x 2048 x 2048 1.12x); 20 to 64 rows 1.0x-1.8x from
+// k = 256 on (24 x 256 x 1024 1.5x, 40 x 768 x 3072 1.2x, 64 x 1024 x 4096 1.07x), 0.8x-1.0x
+// shallower; 80 to 128 rows 1.05x-1.25x from k = 768 on, 0.7x-1.0x at k = 512 and below.
+constexpr int64_t kInterleavedAnyDepthRows = 2 * kInterleavedRows;
+constexpr int64_t kInterleavedDeepRows = 8 * kInterleavedRows;
+constexpr int64_t kInterleavedDeeperK = 3 * kDeepK;
+
+int64_t interleaved_rows_at(int64_t k, int64_t max_rows) {
+  if (k >= kInterleavedDeeperK) return max_rows;
+  return std::min(max_rows, k >= kDeepK ? kInterleavedDeepRows : kInterleavedAnyDepthRows);
+}
+
 template <typename T>
 bool dot_applies(ConstMatrixView<T> a, ConstMatrixView<T> b) {
   return a.col_stride == 1 && b.row_stride == 1;
@@ -49,7 +65,7 @@ bool transposed_applies(ConstMatrixView<T> a, ConstMatrixView<T> b) {
 // double (an ISA without the tiles runs the packed path: blocked_gemm.cpp).
 template <typename T>
 bool interleaved_applies(ConstMatrixView<T> a, ConstMatrixView<T> b) {
-  return std::is_same_v<T, Acc<T>> && b.row_stride == 1 && a.rows <= kInterleavedRows;
+  return std::is_same_v<T, Acc<T>> && b.row_stride == 1 && a.rows <= kInterleavedMaxRows;
 }
 
 template <typename T>
@@ -78,13 +94,14 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   const Tuning& limits = tuning();
   const int64_t a_bytes = m * k * static_cast<int64_t>(sizeof(T));
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(T));
-  // A few rows of X times W, read in place by the interleaved tiles: W's rows in order, 4 at a
-  // time, X interleaved in L2 (a lane's running sum stays within kSumBlock steps). Zen 4
-  // AVX-512, 1 thread, batch x in x out against the path before (8 rows transposed, fewer
-  // dot): 8 rows 1.13x-1.32x (8 x 3072 x 768 111 GFLOP/s; four 8 x 4096 x 1024 from memory
-  // 1.32x), 4 and 5 rows 2.2x, 2 rows 1.16x, and 1.1x-1.5x at k of 8 to 128; one row 1.17x
-  // with W from memory, 0.8x-0.9x with W in cache, where the dot path's one-row tiles stay.
-  if (interleaved_applies(a, b) && m <= limits.interleaved_max_rows &&
+  // Rows of X times W, read in place by the interleaved tiles: W's rows in order, 4 at a time,
+  // X interleaved in L2 (a lane's running sum stays within kSumBlock steps). Zen 4 AVX-512,
+  // 1 thread, batch x in x out against the path before (8 rows transposed, fewer dot): 8 rows
+  // 1.13x-1.32x (8 x 3072 x 768 111 GFLOP/s; four 8 x 4096 x 1024 from memory 1.32x), 4 and
+  // 5 rows 2.2x, 2 rows 1.16x, and 1.1x-1.5x at k of 8 to 128; one row 1.17x with W from
+  // memory, 0.8x-0.9x with W in cache, where the dot path's one-row tiles stay. More rows:
+  // interleaved_rows_at.
+  if (interleaved_applies(a, b) && m <= interleaved_rows_at(k, limits.interleaved_max_rows) &&
       (m > 1 || streams_from_memory(b_bytes)) &&
       k <= kSumBlock * kInterleavedLanes<T> && a_bytes <= limits.stream_b_bytes) {
     return Path::interleaved;
