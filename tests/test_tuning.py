@@ -170,6 +170,19 @@ print(json.dumps({"tuning": tuning, "correct": errors}))
 """
 
 
+def values_under(overrides: dict[str, str]) -> dict[str, Any]:
+    """The tuning values under ``overrides``, each checked taken and the GEMM correct."""
+    result = run_python(OVERRIDE_CHECK, **overrides)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert all(out["correct"]), out["correct"]
+    values: dict[str, Any] = out["tuning"]["values"]
+    for env, text in overrides.items():
+        name = env.removeprefix("EML_OPS_").lower()
+        assert values[name]["overridden"] and values[name]["value"] == int(text), name
+    return values
+
+
 def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
     overrides = {
         "EML_OPS_MC": "18",
@@ -186,14 +199,9 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_ALIASING_ROW_BYTES": "64",
         "EML_OPS_ALIASED_TILE_ROWS": "5",
     }
-    result = run_python(OVERRIDE_CHECK, **overrides)
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
-    assert all(out["correct"]), out["correct"]
-    values = out["tuning"]["values"]
-    for env, text in overrides.items():
+    values = values_under(overrides)
+    for env in overrides:
         name = env.removeprefix("EML_OPS_").lower()
-        assert values[name]["overridden"] and values[name]["value"] == int(text), name
         assert values[name]["model"] == eml_ops._C.tuning()["values"][name]["model"]
     for name in ("stream_b_bytes", "l3_share_bytes"):
         assert not values[name]["overridden"]
@@ -205,14 +213,7 @@ def test_zero_turns_the_narrow_tiles_and_the_row_limited_paths_off() -> None:
         "EML_OPS_TRANSPOSED_MAX_ROWS": "0",
         "EML_OPS_INTERLEAVED_MAX_ROWS": "0",
     }
-    result = run_python(OVERRIDE_CHECK, **overrides)
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
-    assert all(out["correct"]), out["correct"]
-    values = out["tuning"]["values"]
-    for env in overrides:
-        name = env.removeprefix("EML_OPS_").lower()
-        assert values[name]["overridden"] and values[name]["value"] == 0, name
+    values_under(overrides)
 
 
 @pytest.mark.parametrize("name", ["interleaved_max_rows", "kc"])
