@@ -215,7 +215,7 @@ struct MakeInterleaved {
   }
 };
 
-// This file's tiles, for set_dot_tiles (direct_tiles.h): A and B of one type.
+// This file's dot tiles, for direct_tiles::MakeDot: A and B of one type.
 struct Avx512Tiles {
   template <typename S, typename SB, int R, int C>
   static DotTile<S, SB> dot() {

@@ -1,12 +1,11 @@
 #include "direct_gemm.h"
 
-#include "../int_math.h"
-
 #include <algorithm>
 #include <stdexcept>
 #include <type_traits>
 
 #include "../bias_fill.h"
+#include "../int_math.h"
 #include "../row_sums.h"
 #include "tuning.h"
 #include "workspace.h"
