@@ -91,7 +91,8 @@ struct Tuning {
   // Zen 4 AVX2, 48 and 64 rows 0.95x-1.11x. 0 without narrow tiles.
   int64_t transposed_max_rows = 0;
   // The most rows of float or double X that take the interleaved path (X · W^T with W read in
-  // place; path.cpp): 8, all the interleaved tiles have, with AVX-512; 0 without them.
+  // place; path.cpp, which takes fewer at shallow k): 128 (kInterleavedMaxRows, in groups of
+  // the tiles' 8) with AVX-512; 0 without them.
   int64_t interleaved_max_rows = 0;
   // Rows of W per half-width broadcast tile where W's rows are a multiple of an L1 way apart
   // (all in one L1 set, beside two lines of X^T): 8 where the L1 has ways for all ten (12-way:
