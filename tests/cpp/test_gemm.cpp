@@ -1165,6 +1165,42 @@ void check_shared_b(std::mt19937& rng) {
   set_active_isa(detected_isa());
 }
 
+// B = W^T packed from every start within a cache line, W's rows a multiple of 64 bytes apart
+// (there the AVX-512 float pack first reads up to the next line start, packing_avx512.cpp):
+// in blocks of depth 45 (a first block to the line start, whole blocks, a last one), 7 and 3
+// (a first block alone, or less than one). Every ISA packs the generic ISA's bits.
+template <typename T>
+void check_pack_line_starts(std::mt19937& rng) {
+  constexpr int64_t kLineValues = 64 / sizeof(T);
+  const int64_t k = 45, n = 35, ld = 64;
+  const size_t packed_size = static_cast<size_t>(prepacked_b_size<T>(k, n));
+  AlignedBuffer w_storage, want_storage, got_storage;
+  T* w = static_cast<T*>(w_storage.reserve((n * ld + kLineValues) * sizeof(T)));
+  T* want = static_cast<T*>(want_storage.reserve(packed_size * sizeof(T)));
+  T* got = static_cast<T*>(got_storage.reserve(packed_size * sizeof(T)));
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (int64_t i = 0; i < n * ld + kLineValues; ++i) w[i] = from_double<T>(dist(rng));
+  for (int64_t start = 0; start < kLineValues; ++start) {
+    const ConstMatrixView<T> b{w + start, k, n, 1, ld};
+    for (const int64_t kc : {int64_t{45}, int64_t{7}, int64_t{3}}) {
+      set_active_isa(Isa::generic);
+      prepack_b<T>(b, kc, want);
+      for (Isa isa : isas()) {
+        ++g_checks;
+        set_active_isa(isa);
+        std::fill(got, got + packed_size, from_double<T>(NAN));
+        prepack_b<T>(b, kc, got);
+        if (std::memcmp(got, want, packed_size * sizeof(T)) != 0) {
+          fail("B packed from value " + std::to_string(start) + " of a line, in blocks of " +
+                   std::to_string(kc) + " steps, is not the generic ISA's",
+               std::string(type_name<T>()) + " " + isa_name(isa));
+        }
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+}
+
 // The depth of the packed path's blocks: k itself up to the one-pass depth, else balanced
 // blocks of at most KC; an override of the one-pass depth down to KC splits k past KC.
 void test_one_pass_depth() {
@@ -1482,6 +1518,8 @@ int main(int argc, char** argv) {
     check_staged_c<bfloat16_t>(model_rng);
     check_shared_b<float>(model_rng);
     check_shared_b<double>(model_rng);
+    check_pack_line_starts<float>(model_rng);
+    check_pack_line_starts<double>(model_rng);
   }
   run_tests<float>();
   run_tests<double>();

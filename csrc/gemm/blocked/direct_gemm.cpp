@@ -47,18 +47,25 @@ int64_t half_tile_rows(int64_t ld) {
   return std::clamp<int64_t>(tuning().aliased_tile_rows, 1, kHalfBroadcastRows);
 }
 
+// Values that `rows` rows of A over k take interleaved: whole steps of kInterleavedLanes<S>.
+template <typename S>
+constexpr int64_t interleaved_values(int64_t rows, int64_t k) {
+  return rows * round_up(k, kInterleavedLanes<S>);
+}
+
 // A's rows in groups of group_rows (the last may have fewer; at most kInterleavedRows each),
 // each group interleaved as the interleaved tiles read it (kernels.h): per step of
 // kInterleavedLanes<S> values of k, each row's values of it, zeros past k. Group g starts at
-// g * group_rows * ceil(k / lanes) * lanes of this thread's buffer for A.
+// interleaved_values<S>(g * group_rows, k) of this thread's buffer for A.
 template <typename S>
 const S* interleave_rows(ConstMatrixView<S> a, int64_t group_rows) {
   constexpr int64_t lanes = kInterleavedLanes<S>;
-  const int64_t steps = (a.cols + lanes - 1) / lanes;
-  S* interleaved = packed_a_buffer<S>(static_cast<std::size_t>(steps * a.rows * lanes));
+  const int64_t steps = ceil_div(a.cols, lanes);
+  S* interleaved =
+      packed_a_buffer<S>(static_cast<std::size_t>(interleaved_values<S>(a.rows, a.cols)));
   for (int64_t first_row = 0; first_row < a.rows; first_row += group_rows) {
     const int64_t rows = std::min(group_rows, a.rows - first_row);
-    S* group = interleaved + first_row * steps * lanes;
+    S* group = interleaved + interleaved_values<S>(first_row, a.cols);
     for (int64_t step = 0; step < steps; ++step) {
       const int64_t first = step * lanes;
       const int64_t count = std::min(lanes, a.cols - first);
@@ -261,8 +268,7 @@ void interleaved_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatr
     const int64_t groups = ceil_div(m, kInterleavedRows);
     const int64_t group_rows = ceil_div(m, groups);
     const S* a_steps = interleave_rows(a, group_rows);
-    const int64_t group_values = group_rows * ceil_div(k, kInterleavedLanes<S>) *
-                                 kInterleavedLanes<S>;
+    const int64_t group_values = interleaved_values<S>(group_rows, k);
     const int64_t ldb = b.col_stride;  // B's columns (W's rows) are rows of memory
     for (int64_t j = 0; j < n; j += kInterleavedCols) {
       const int64_t cols = std::min<int64_t>(kInterleavedCols, n - j);

@@ -8,6 +8,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstdint>
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -44,12 +47,42 @@ EML_AVX512_INLINE void transpose(__m512 rows[kLanes]) {
   }
 }
 
+// Transposes the 16 rows at `line + w*ld`, of which only the values in `lanes` are read
+// (others are zero), and stores result steps first .. first + steps - 1 as panel steps 0 ..
+// steps - 1.
+EML_AVX512_INLINE void pack_masked_block(const float* line, int64_t ld, __mmask16 lanes,
+                                         int first, int steps, float* panel) {
+  __m512 block[kLanes];
+#pragma GCC unroll 16
+  for (int w = 0; w < kLanes; ++w) block[w] = _mm512_maskz_loadu_ps(lanes, line + w * ld);
+  transpose(block);
+  for (int step = 0; step < steps; ++step) {
+    _mm512_storeu_ps(panel + step * kLanes, block[first + step]);
+  }
+}
+
+// The mask of `count` lanes from lane `first`.
+inline __mmask16 lane_range(int first, int count) {
+  return static_cast<__mmask16>(((1u << count) - 1) << first);
+}
+
 // panel[p*16 + w] = src[w*ld + p] for p < depth: 16 steps per transpose, the last ones
 // loaded masked (nothing past depth is read) and stored step by step.
+//
+// Rows a multiple of 64 bytes apart share L1 sets: 16 of them do not fit its 8 ways, so a
+// load that straddles two lines finds its second line evicted when the next block reads it
+// (rows 4 KiB apart: the pack took 2x as long). There, a first block from src's line start,
+// masked, makes every later load one whole line.
 EML_TARGET_AVX512 void pack_rows_16(const float* src, int64_t ld, int64_t depth,
                                     float* panel) {
-  __m512 block[kLanes];
   int64_t p = 0;
+  const auto lead = static_cast<int>(reinterpret_cast<uintptr_t>(src) % 64 / sizeof(float));
+  if (ld % kLanes == 0 && lead != 0 && depth > 0) {
+    const int steps = static_cast<int>(std::min<int64_t>(kLanes - lead, depth));
+    pack_masked_block(src - lead, ld, lane_range(lead, steps), lead, steps, panel);
+    p = steps;
+  }
+  __m512 block[kLanes];
   for (; p + kLanes <= depth; p += kLanes) {
 #pragma GCC unroll 16
     for (int w = 0; w < kLanes; ++w) block[w] = _mm512_loadu_ps(src + w * ld + p);
@@ -61,13 +94,7 @@ EML_TARGET_AVX512 void pack_rows_16(const float* src, int64_t ld, int64_t depth,
   }
   if (p < depth) {
     const int steps = static_cast<int>(depth - p);
-    const auto mask = static_cast<__mmask16>((1u << steps) - 1);
-#pragma GCC unroll 16
-    for (int w = 0; w < kLanes; ++w) block[w] = _mm512_maskz_loadu_ps(mask, src + w * ld + p);
-    transpose(block);
-    for (int step = 0; step < steps; ++step) {
-      _mm512_storeu_ps(panel + (p + step) * kLanes, block[step]);
-    }
+    pack_masked_block(src + p, ld, lane_range(0, steps), 0, steps, panel + p * kLanes);
   }
 }
 
