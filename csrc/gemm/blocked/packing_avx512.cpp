@@ -2,6 +2,11 @@
 // AVX-512F: 16 source rows x 16 steps per in-register 16x16 transpose, each row's 64 bytes
 // loaded and each panel step stored whole. It replaces two AVX2 8x8 transposes per half of
 // that (packing_avx2.cpp); at 256 rows this pack was 13% of a forward GEMM on Zen 5.
+//
+// GCC 12's AVX-512 headers warn that their own shuffles read an uninitialized vector (the
+// undefined source they start from), as in direct_avx512.cpp: not this file's values.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kernels.h"
 
 #if EML_GEMM_X86
