@@ -123,6 +123,26 @@ def test_forward_paths_match_float64(backend: str, dtype: torch.dtype,
         torch.testing.assert_close(eml_ops.linear(x, w, bias), expected.to(dtype), **tol)
 
 
+# Shapes (batch, in, out) whose dL/dW = G^T·X has a narrow side (path.cpp's narrow_side: at
+# most 64, whole tile widths, k = batch from 128): out narrow (computed as dL/dW^T), in
+# narrow, both 64; and a wide side of 1024 floats, which stays packed.
+WEIGHT_GRADIENT_SHAPES = [(1000, 128, 32), (300, 48, 100), (512, 64, 64), (256, 1024, 16)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", WEIGHT_GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_weight_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
+                                             shape: tuple[int, int, int]) -> None:
+    batch, in_features, out_features = shape
+    x = torch.randn(batch, in_features, dtype=dtype)
+    w = torch.randn(out_features, in_features, dtype=dtype)
+    grad_output = torch.randn(batch, out_features, dtype=dtype)
+    _, grad_weight, grad_bias = OPS.linear_backward(grad_output, x, w, [False, True, True])
+    expected = grad_output.double().T @ x.double()
+    torch.testing.assert_close(grad_weight, expected.to(dtype), **tolerance(dtype, batch))
+    torch.testing.assert_close(grad_bias, grad_output.sum(0), **tolerance(dtype, batch))
+
+
 def test_grad_without_bias_skips_bias(backend: str) -> None:
     x = torch.randn(3, 4, requires_grad=True)
     w = torch.randn(2, 4)

@@ -538,6 +538,16 @@ void run_tests() {
       }
     }
   }
+  // dL/dW = G^T·X with a narrow side (path.cpp's narrow_side): C^T of 16 to 64 rows, C of
+  // 16 to 64 columns, 64 x 64, at depths in one block of the broadcast path, several and a
+  // short last one; with 2 and 3 threads, parts on both sides of the rule.
+  const int64_t narrow_shapes[][3] = {{16, 100, 300}, {32, 128, 128}, {48, 70, 700},
+                                      {64, 64, 300},  {100, 48, 257}, {130, 32, 1000},
+                                      {64, 300, 129}};
+  for (const auto& s : narrow_shapes) {
+    check_problem<T>({s[0], s[1], s[2], Layout::col_major, Layout::row_major, true, true},
+                     all_variants({1, 2, 3}), rng);
+  }
   // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
   // model blocks: check_model_blocks) and threads
   // (4 threads on a square problem: a 2 x 2 grid of parts).
@@ -1300,6 +1310,61 @@ void check_transposed_choice() {
   });
 }
 
+// The path choose_path takes for dL/dW = G^T·X of an `out` x `in` weight over k rows of G
+// and X (both row-major), under the tuning in use; as path_of, from strides only.
+template <typename T>
+Path weight_gradient_path_of(int64_t out, int64_t in, int64_t k) {
+  const T* nowhere = nullptr;
+  const ConstMatrixView<T> g_t{nowhere, out, k, 1, out};
+  const ConstMatrixView<T> x{nowhere, k, in, in, 1};
+  return blocked::choose_path(g_t, x, out, in, k);
+}
+
+// The broadcast path's narrow side (path.cpp): G^T·X from k = 128, its narrower side whole
+// tile widths up to 64 values, its wider side's rows shorter than a page (4 KiB), on every
+// CPU model and ISA; C^T where the rows are narrower; float and double only.
+template <typename T>
+void check_narrow_side_choice() {
+  constexpr int64_t tile = blocked::kBroadcastCols<T>;
+  constexpr int64_t page_values = 4096 / sizeof(T);
+  using blocked::NarrowSide;
+  const T* nowhere = nullptr;
+  for_each_model_tuning<T>([&](const blocked::Tuning&, const ModelCase&, Isa,
+                               const std::string& where) {
+    struct Case {
+      int64_t out, in, k;
+      NarrowSide side;
+    };
+    const Case cases[] = {
+        {2 * tile, 128, 128, NarrowSide::rows},          {128, 2 * tile, 8192, NarrowSide::cols},
+        {64, 64, 4096, NarrowSide::cols},                {tile, page_values - 1, 128, NarrowSide::rows},
+        {tile, page_values, 4096, NarrowSide::none},     {page_values, tile, 4096, NarrowSide::none},
+        {2 * tile, 128, 127, NarrowSide::none},          {tile + 2, 128, 4096, NarrowSide::none},
+        {64 + tile, 128, 4096, NarrowSide::none},        {128, tile / 2, 4096, NarrowSide::none}};
+    for (const Case& c : cases) {
+      const std::string shape = std::to_string(c.out) + "x" + std::to_string(c.in) + " k=" +
+                                std::to_string(c.k);
+      const ConstMatrixView<T> g_t{nowhere, c.out, c.k, 1, c.out};
+      const ConstMatrixView<T> x{nowhere, c.k, c.in, c.in, 1};
+      ++g_checks;
+      if (blocked::narrow_side(g_t, x, c.out, c.in, c.k) != c.side) {
+        fail("narrow side of G^T·X " + shape, where);
+      }
+      if (c.side != NarrowSide::none &&
+          weight_gradient_path_of<T>(c.out, c.in, c.k) != Path::broadcast) {
+        fail("G^T·X " + shape + " not on the broadcast path", where);
+      }
+    }
+    // The forward's layout, X·W^T, has no narrow side.
+    const ConstMatrixView<T> x{nowhere, 64, 4096, 4096, 1};
+    const ConstMatrixView<T> w_t{nowhere, 4096, 64, 1, 4096};
+    ++g_checks;
+    if (blocked::narrow_side(x, w_t, 64, 64, 4096) != NarrowSide::none) {
+      fail("X·W^T has a narrow side", where);
+    }
+  });
+}
+
 // The interleaved path's choice (path.cpp): with AVX-512 (interleaved_max_rows 128), float or
 // double X · W^T of 2 to 16 rows at any depth, up to 64 rows from k = 256, up to 128 from
 // k = 768, and of one row where W fills the thread's L3 share; never more rows, B = W, an X
@@ -1508,6 +1573,8 @@ int main(int argc, char** argv) {
   check_interleaved_choice<float>();
   check_interleaved_choice<double>();
   check_interleaved_choice<bfloat16_t>();
+  check_narrow_side_choice<float>();
+  check_narrow_side_choice<double>();
   {
     std::mt19937 model_rng(11);
     check_model_blocks<float>(model_rng);

@@ -7,6 +7,7 @@
 #include "../bias_fill.h"
 #include "../int_math.h"
 #include "../row_sums.h"
+#include "path.h"
 #include "tuning.h"
 #include "workspace.h"
 
@@ -105,15 +106,16 @@ struct BroadcastTiles {
   int64_t width;
 };
 
-// The tile of `shape` at row i and column j of C, over the k block from pc: it overwrites C
-// (plus the bias) in the first block and adds to it in the others.
+// The tile of `shape` at row i and column j of C, over the k block of block_k steps from pc
+// (fewer at the end): it overwrites C (plus the bias) in the first block and adds to it in
+// the others.
 template <typename S>
 void broadcast_tile_at(BroadcastTiles<S> shape, ConstMatrixView<S> a, ConstMatrixView<S> b,
                        OutputMatrix<Acc<S>> c, const Acc<S>* bias, int64_t i, int64_t j,
-                       int64_t pc) {
+                       int64_t pc, int64_t block_k) {
   const int64_t rows = std::min(shape.rows, c.rows - i);
   const bool accumulate = pc > 0;
-  shape.tiles[rows - 1](std::min(kBroadcastKc<S>, a.cols - pc),
+  shape.tiles[rows - 1](std::min(block_k, a.cols - pc),
                         a.data + i * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride,
                         b.data + pc * b.row_stride + j, b.row_stride, c.data + i * c.ld + j, c.ld,
                         std::min(shape.width, c.cols - j),
@@ -143,7 +145,7 @@ void broadcast_rows_deep(BroadcastTiles<S> shape, ConstMatrixView<S> a, ConstMat
     for (int64_t pc = 0; pc < a.cols; pc += kBroadcastKc<S>) {
       if (prefetch) prefetch_rows(a, i + shape.rows, shape.rows, pc, kBroadcastKc<S>);
       for (int64_t j = 0; j < c.cols; j += shape.width) {
-        broadcast_tile_at(shape, a, b, c, nullptr, i, j, pc);
+        broadcast_tile_at(shape, a, b, c, nullptr, i, j, pc, kBroadcastKc<S>);
       }
     }
   }
@@ -160,6 +162,52 @@ void transpose_block_into_c(const T* block, int64_t cols, int64_t m, OutputMatri
       for (int64_t col = 0; col < cols; ++col) c_row[col] = block[col * m + i];
     } else {
       for (int64_t col = 0; col < cols; ++col) c_row[col] = block[col * m + i] + bias[j + col];
+    }
+  }
+}
+
+// The depth of the broadcast path's blocks of B (n columns): kBroadcastKc, few enough rows
+// that the pages of a B strip stay in the TLB; but a B whose block of that depth does not fit
+// half of L1 and one at least kNarrowBlockMinDepth deep does (17 to 64 floats, 17 to 32
+// doubles) takes the deepest that fits, which the rows-outer loop re-reads from L1 (Zen 4, 1
+// thread, G^T·X as C^T: 64x64 x 4096 92 -> 103 GFLOP/s, 32x128 x 8192 103 -> 107).
+constexpr int64_t kNarrowBlockMinDepth = 64;
+
+template <typename S>
+int64_t broadcast_block_depth(int64_t n) {
+  const int64_t half_l1 = tuning().shallow_block_bytes / 2;
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(S));
+  const int64_t fitting_depth = half_l1 / std::max<int64_t>(row_bytes, 1);
+  if (kBroadcastKc<S> * row_bytes <= half_l1 || fitting_depth < kNarrowBlockMinDepth) {
+    return kBroadcastKc<S>;
+  }
+  return fitting_depth;
+}
+
+// C = A·B by broadcast tiles, B's rows contiguous, in blocks of k (broadcast_block_depth).
+template <typename S>
+void broadcast_blocks(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                      OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  constexpr int64_t kWidth = kBroadcastCols<S>;
+  const BroadcastTiles<S> shape{kernels.broadcast, kBroadcastRows, kWidth};
+  const int64_t block_k = broadcast_block_depth<S>(n);
+  for (int64_t pc = 0; pc < k; pc += block_k) {
+    const int64_t kc = std::min(block_k, k - pc);
+    const auto tile = [&](int64_t i, int64_t j) {
+      broadcast_tile_at(shape, a, b, c, bias, i, j, pc, block_k);
+    };
+    if (kc * n * static_cast<int64_t>(sizeof(S)) <= tuning().shallow_block_bytes) {
+      // The whole KC x n block of B stays in L1: rows outer writes C in memory order,
+      // each page whole while it is in cache (see macro_kernel.cpp).
+      for (int64_t i = 0; i < m; i += kBroadcastRows) {
+        for (int64_t j = 0; j < n; j += kWidth) tile(i, j);
+      }
+      continue;
+    }
+    // A KC x width sliver of B stays in L1 across all row tiles.
+    for (int64_t j = 0; j < n; j += kWidth) {
+      for (int64_t i = 0; i < m; i += kBroadcastRows) tile(i, j);
     }
   }
 }
@@ -201,29 +249,19 @@ template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   if (b.col_stride != 1) b = copy_into_rows(b);
-  const int64_t m = c.rows, n = c.cols, k = a.cols;
-  constexpr int64_t kWidth = kBroadcastCols<S>;
-  const BroadcastTiles<S> shape{kernels.broadcast, kBroadcastRows, kWidth};
-  // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.
-  const int64_t block_k = kBroadcastKc<S>;
-  for (int64_t pc = 0; pc < k; pc += block_k) {
-    const int64_t kc = std::min(block_k, k - pc);
-    const auto tile = [&](int64_t i, int64_t j) {
-      broadcast_tile_at(shape, a, b, c, bias, i, j, pc);
-    };
-    if (kc * n * static_cast<int64_t>(sizeof(S)) <= tuning().shallow_block_bytes) {
-      // The whole KC x n block of B stays in L1: rows outer writes C in memory order,
-      // each page whole while it is in cache (see macro_kernel.cpp).
-      for (int64_t i = 0; i < m; i += kBroadcastRows) {
-        for (int64_t j = 0; j < n; j += kWidth) tile(i, j);
-      }
-      continue;
-    }
-    // A KC x width sliver of B stays in L1 across all row tiles.
-    for (int64_t j = 0; j < n; j += kWidth) {
-      for (int64_t i = 0; i < m; i += kBroadcastRows) tile(i, j);
+  if constexpr (std::is_same_v<S, Acc<S>>) {
+    const int64_t m = c.rows, n = c.cols;
+    if (narrow_side(a, b, m, n, a.cols) == NarrowSide::rows) {
+      // C^T (n x m) = B^T·A^T into a buffer, B^T's values broadcast and A^T's contiguous
+      // rows loaded as vectors, then transposed into C.
+      S* c_t = staged_c_buffer<S>(static_cast<std::size_t>(n * m));
+      broadcast_blocks(kernels, b.transposed(), a.transposed(), OutputMatrix<S>{c_t, n, m, m},
+                       nullptr);
+      transpose_block_into_c(c_t, n, m, c, 0, bias);
+      return;
     }
   }
+  broadcast_blocks(kernels, a, b, c, bias);
 }
 
 template <typename S>

@@ -15,7 +15,9 @@ void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S
               OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
 // Needs b.col_stride == 1 (B contiguous along n, as in G·W), or a float or double B that fits
-// L1, which it copies into rows first; A may have any strides.
+// L1, which it copies into rows first; A may have any strides. Where C's rows are its narrow
+// side (narrow_side, path.h: G^T·X), it computes C^T = B^T·A^T instead, A^T's contiguous rows
+// as the tiles' vectors, and transposes it into C.
 template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias);

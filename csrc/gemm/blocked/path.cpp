@@ -27,6 +27,20 @@ constexpr int64_t kDeepK = 256;
 // At most this many steps of k count as shallow (write-bound).
 constexpr int64_t kShallowK = 4;
 
+// narrow_side: at most this many values on the narrow side of C, from this depth on, with the
+// other side's rows each shorter than a page. G^T·X against the packed path, 1 thread, rows x
+// columns x depth, Zen 4 AVX-512 float, the narrow side as the tiles' columns: C^T (narrow
+// rows) 32x128 at k = 128 to 16384 1.18x-1.26x, 32x256 x 16384 1.6x, 16x128 to 16x512
+// 1.3x-1.44x, 48x256 x 4096 1.08x, 64x64 x 4096 1.13x, 64x256 x 2048 1.03x-1.05x, 64x512 x
+// 1024 1.0x, 32x512 and 32x768 1.06x-1.12x; C (narrow columns) 64x32 x 4096 1.28x, 128x32 x
+// 8192 1.23x, 96x48 x 4096 1.13x, 512x32 x 2048 1.13x, 256x64 x 2048 1.05x. But rows of 1024
+// or more floats (4 KiB) on the wide side 0.67x-0.96x, a page per step of k; k of 32 and 64
+// 1.0x; a narrow side of 8 or 10 (part of a tile) 0.56x-0.76x. AVX2, 32 and 64 rows,
+// 1.08x-1.27x; double 1.04x-1.5x.
+constexpr int64_t kNarrowSideMaxValues = 64;
+constexpr int64_t kNarrowSideMinDepth = 128;
+constexpr int64_t kPageBytes = 4096;
+
 // The most rows of A the interleaved path takes at depth k, up to `max_rows`: groups of 8 rows
 // beyond the first re-read each tile's rows of W from cache, which pays off the deeper k is.
 // Zen 4 AVX-512, 1 thread, against the path before (transposed for whole tiles of 16 rows,
@@ -76,6 +90,21 @@ bool broadcast_applies(ConstMatrixView<T> b) {
 }  // namespace
 
 void force_path(Path path) { g_forced_path.store(path, std::memory_order_relaxed); }
+
+template <typename T>
+NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n,
+                       int64_t k) {
+  if (!std::is_same_v<T, Acc<T>> || a.row_stride != 1 || b.col_stride != 1 ||
+      k < kNarrowSideMinDepth) {
+    return NarrowSide::none;
+  }
+  const int64_t narrow = std::min(m, n), wide = std::max(m, n);
+  if (narrow % kBroadcastCols<T> != 0 || narrow > kNarrowSideMaxValues ||
+      wide * static_cast<int64_t>(sizeof(T)) >= kPageBytes) {
+    return NarrowSide::none;
+  }
+  return m < n ? NarrowSide::rows : NarrowSide::cols;
+}
 
 template <typename T>
 Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n,
@@ -133,6 +162,8 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
     if (k <= kShallowK) return Path::broadcast;
     // Very few rows and a B beyond L2: stream B once, in memory order.
     if (m <= 2 || (m <= kStreamRows && b_bytes > limits.stream_b_bytes)) return Path::stream;
+    // A's columns contiguous too (G^T·X) and a narrow side of C: the broadcast tiles' columns.
+    if (narrow_side(a, b, m, n, k) != NarrowSide::none) return Path::broadcast;
     // Few rows and a B that this thread's L3 share holds, or a narrow B whose strips stay
     // in L1 while A is re-read (from L3) once per strip: when A's rows are contiguous (when
     // they are not, as in G^T·X, packing A wins), or when the problem is tiny.
@@ -145,9 +176,11 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   return Path::packed;
 }
 
-#define EML_INSTANTIATE_CHOOSE_PATH(T)                                                   \
-  template Path choose_path<T>(ConstMatrixView<T>, ConstMatrixView<T>, int64_t, int64_t, \
-                               int64_t);
+#define EML_INSTANTIATE_CHOOSE_PATH(T)                                                      \
+  template Path choose_path<T>(ConstMatrixView<T>, ConstMatrixView<T>, int64_t, int64_t,    \
+                               int64_t);                                                    \
+  template NarrowSide narrow_side<T>(ConstMatrixView<T>, ConstMatrixView<T>, int64_t,       \
+                                     int64_t, int64_t);
 EML_INSTANTIATE_CHOOSE_PATH(float)
 EML_INSTANTIATE_CHOOSE_PATH(double)
 EML_INSTANTIATE_CHOOSE_PATH(bfloat16_t)

@@ -21,6 +21,15 @@ int64_t transposed_max_rows(const Tuning& tuning) {
                         : tuning.transposed_max_rows;
 }
 
+// Where A's columns and B's rows are both contiguous (G^T·X, the weight gradient) and k is
+// deep, the broadcast path gives the narrower side of C, if whole tile widths and at most 64
+// long, to its tiles' columns, the other side's rows of memory (B's, or A^T's) each shorter
+// than a page: `rows` computes C^T = B^T·A^T, `cols` C as usual. Float and double.
+enum class NarrowSide { none, rows, cols };
+template <typename T>
+NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n,
+                       int64_t k);
+
 // The fastest path for this shape and layout (thresholds measured on Zen 3 with AVX2, and
 // on Zen 5, scaled by the caches: tuning()).
 template <typename T>
