@@ -109,15 +109,21 @@ PATH_SHAPES = [(8, 300, 40), (16, 256, 70), (32, 700, 33), (64, 512, 250), (24, 
                (200, 300, 90), (128, 64, 64)]
 
 
+def random_operands(shape: tuple[int, int, int],
+                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """An input (batch x in) and a weight (out x in) for a (batch, in, out) shape."""
+    batch, in_features, out_features = shape
+    return (torch.randn(batch, in_features, dtype=dtype),
+            torch.randn(out_features, in_features, dtype=dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", PATH_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_forward_paths_match_float64(backend: str, dtype: torch.dtype,
                                      shape: tuple[int, int, int]) -> None:
-    batch, in_features, out_features = shape
-    x = torch.randn(batch, in_features, dtype=dtype)
-    w = torch.randn(out_features, in_features, dtype=dtype)
-    b = torch.randn(out_features, dtype=dtype)
-    tol = tolerance(dtype, in_features)
+    x, w = random_operands(shape, dtype)
+    b = torch.randn(w.shape[0], dtype=dtype)
+    tol = tolerance(dtype, x.shape[1])
     for bias in (b, None):
         expected = F.linear(x.double(), w.double(), None if bias is None else bias.double())
         torch.testing.assert_close(eml_ops.linear(x, w, bias), expected.to(dtype), **tol)
@@ -133,14 +139,13 @@ WEIGHT_GRADIENT_SHAPES = [(1000, 128, 32), (300, 48, 100), (512, 64, 64), (256, 
 @pytest.mark.parametrize("shape", WEIGHT_GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_weight_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
                                              shape: tuple[int, int, int]) -> None:
-    batch, in_features, out_features = shape
-    x = torch.randn(batch, in_features, dtype=dtype)
-    w = torch.randn(out_features, in_features, dtype=dtype)
-    grad_output = torch.randn(batch, out_features, dtype=dtype)
+    x, w = random_operands(shape, dtype)
+    grad_output = torch.randn(x.shape[0], w.shape[0], dtype=dtype)
     _, grad_weight, grad_bias = OPS.linear_backward(grad_output, x, w, [False, True, True])
     expected = grad_output.double().T @ x.double()
-    torch.testing.assert_close(grad_weight, expected.to(dtype), **tolerance(dtype, batch))
-    torch.testing.assert_close(grad_bias, grad_output.sum(0), **tolerance(dtype, batch))
+    tol = tolerance(dtype, x.shape[0])
+    torch.testing.assert_close(grad_weight, expected.to(dtype), **tol)
+    torch.testing.assert_close(grad_bias, grad_output.sum(0), **tol)
 
 
 def test_grad_without_bias_skips_bias(backend: str) -> None:
