@@ -166,32 +166,24 @@ void transpose_block_into_c(const T* block, int64_t cols, int64_t m, OutputMatri
   }
 }
 
-// The depth of the broadcast path's blocks of B (n columns): kBroadcastKc, few enough rows
-// that the pages of a B strip stay in the TLB; but a B whose block of that depth does not fit
-// half of L1 and one at least kNarrowBlockMinDepth deep does (17 to 64 floats, 17 to 32
-// doubles) takes the deepest that fits, which the rows-outer loop re-reads from L1 (Zen 4, 1
-// thread, G^T·X as C^T: 64x64 x 4096 92 -> 103 GFLOP/s, 32x128 x 8192 103 -> 107).
-constexpr int64_t kNarrowBlockMinDepth = 64;
-
+// The depth of the broadcast path's blocks of B for a narrow side (narrow_side, path.h) of
+// `narrow` columns: the deepest within half of L1, up to kBroadcastKc, which the rows-outer
+// loop then re-reads from L1 (Zen 4, 1 thread, G^T·X as C^T: 64x64 x 4096 92 -> 103
+// GFLOP/s, 32x128 x 8192 103 -> 107 against kBroadcastKc).
 template <typename S>
-int64_t broadcast_block_depth(int64_t n) {
+int64_t narrow_block_depth(int64_t narrow) {
   const int64_t half_l1 = tuning().shallow_block_bytes / 2;
-  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(S));
-  const int64_t fitting_depth = half_l1 / std::max<int64_t>(row_bytes, 1);
-  if (kBroadcastKc<S> * row_bytes <= half_l1 || fitting_depth < kNarrowBlockMinDepth) {
-    return kBroadcastKc<S>;
-  }
-  return fitting_depth;
+  return std::clamp<int64_t>(half_l1 / (narrow * static_cast<int64_t>(sizeof(S))), 1,
+                             kBroadcastKc<S>);
 }
 
-// C = A·B by broadcast tiles, B's rows contiguous, in blocks of k (broadcast_block_depth).
+// C = A·B by broadcast tiles, B's rows contiguous, in blocks of block_k steps of k.
 template <typename S>
 void broadcast_blocks(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
-                      OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
+                      OutputMatrix<Acc<S>> c, const Acc<S>* bias, int64_t block_k) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   constexpr int64_t kWidth = kBroadcastCols<S>;
   const BroadcastTiles<S> shape{kernels.broadcast, kBroadcastRows, kWidth};
-  const int64_t block_k = broadcast_block_depth<S>(n);
   for (int64_t pc = 0; pc < k; pc += block_k) {
     const int64_t kc = std::min(block_k, k - pc);
     const auto tile = [&](int64_t i, int64_t j) {
@@ -249,19 +241,28 @@ template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   if (b.col_stride != 1) b = copy_into_rows(b);
+  // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.
+  int64_t block_k = kBroadcastKc<S>;
   if constexpr (std::is_same_v<S, Acc<S>>) {
     const int64_t m = c.rows, n = c.cols;
-    if (narrow_side(a, b, m, n, a.cols) == NarrowSide::rows) {
-      // C^T (n x m) = B^T·A^T into a buffer, B^T's values broadcast and A^T's contiguous
-      // rows loaded as vectors, then transposed into C.
-      S* c_t = staged_c_buffer<S>(static_cast<std::size_t>(n * m));
-      broadcast_blocks(kernels, b.transposed(), a.transposed(), OutputMatrix<S>{c_t, n, m, m},
-                       nullptr);
-      transpose_block_into_c(c_t, n, m, c, 0, bias);
-      return;
+    switch (narrow_side(a, b, m, n, a.cols)) {
+      case NarrowSide::rows: {
+        // C^T (n x m) = B^T·A^T into a buffer, B^T's values broadcast and A^T's contiguous
+        // rows loaded as vectors, then transposed into C.
+        S* c_t = staged_c_buffer<S>(static_cast<std::size_t>(n * m));
+        broadcast_blocks(kernels, b.transposed(), a.transposed(), OutputMatrix<S>{c_t, n, m, m},
+                         nullptr, narrow_block_depth<S>(m));
+        transpose_block_into_c(c_t, n, m, c, 0, bias);
+        return;
+      }
+      case NarrowSide::cols:
+        block_k = narrow_block_depth<S>(n);
+        break;
+      case NarrowSide::none:
+        break;
     }
   }
-  broadcast_blocks(kernels, a, b, c, bias);
+  broadcast_blocks(kernels, a, b, c, bias, block_k);
 }
 
 template <typename S>
