@@ -1310,16 +1310,6 @@ void check_transposed_choice() {
   });
 }
 
-// The path choose_path takes for dL/dW = G^T·X of an `out` x `in` weight over k rows of G
-// and X (both row-major), under the tuning in use; as path_of, from strides only.
-template <typename T>
-Path weight_gradient_path_of(int64_t out, int64_t in, int64_t k) {
-  const T* nowhere = nullptr;
-  const ConstMatrixView<T> g_t{nowhere, out, k, 1, out};
-  const ConstMatrixView<T> x{nowhere, k, in, in, 1};
-  return blocked::choose_path(g_t, x, out, in, k);
-}
-
 // The broadcast path's narrow side (path.cpp): G^T·X from k = 128, its narrower side whole
 // tile widths up to 64 values, its wider side's rows shorter than a page (4 KiB), on every
 // CPU model and ISA; C^T where the rows are narrower; float and double only.
@@ -1335,15 +1325,20 @@ void check_narrow_side_choice() {
       int64_t out, in, k;
       NarrowSide side;
     };
-    const Case cases[] = {
-        {2 * tile, 128, 128, NarrowSide::rows},          {128, 2 * tile, 8192, NarrowSide::cols},
-        {64, 64, 4096, NarrowSide::cols},                {tile, page_values - 1, 128, NarrowSide::rows},
-        {tile, page_values, 4096, NarrowSide::none},     {page_values, tile, 4096, NarrowSide::none},
-        {2 * tile, 128, 127, NarrowSide::none},          {tile + 2, 128, 4096, NarrowSide::none},
-        {64 + tile, 128, 4096, NarrowSide::none},        {128, tile / 2, 4096, NarrowSide::none}};
+    const Case cases[] = {{2 * tile, 128, 128, NarrowSide::rows},
+                          {128, 2 * tile, 8192, NarrowSide::cols},
+                          {64, 64, 4096, NarrowSide::cols},
+                          {tile, page_values - 1, 128, NarrowSide::rows},
+                          {tile, page_values, 4096, NarrowSide::none},
+                          {page_values, tile, 4096, NarrowSide::none},
+                          {2 * tile, 128, 127, NarrowSide::none},
+                          {tile + 2, 128, 4096, NarrowSide::none},
+                          {64 + tile, 128, 4096, NarrowSide::none},
+                          {128, tile / 2, 4096, NarrowSide::none}};
     for (const Case& c : cases) {
       const std::string shape = std::to_string(c.out) + "x" + std::to_string(c.in) + " k=" +
                                 std::to_string(c.k);
+      // dL/dW = G^T·X of an out x in weight over k rows of G and X (both row-major).
       const ConstMatrixView<T> g_t{nowhere, c.out, c.k, 1, c.out};
       const ConstMatrixView<T> x{nowhere, c.k, c.in, c.in, 1};
       ++g_checks;
@@ -1351,7 +1346,7 @@ void check_narrow_side_choice() {
         fail("narrow side of G^T·X " + shape, where);
       }
       if (c.side != NarrowSide::none &&
-          weight_gradient_path_of<T>(c.out, c.in, c.k) != Path::broadcast) {
+          blocked::choose_path(g_t, x, c.out, c.in, c.k) != Path::broadcast) {
         fail("G^T·X " + shape + " not on the broadcast path", where);
       }
     }
