@@ -28,9 +28,11 @@ Scope, as with ``torch.autocast``:
 
 Backends other than ``aten`` run float32, float64, float16 and bfloat16 on our GEMMs (the
 16-bit types computed in float32 and rounded once; ``tpp`` hands the 16-bit types to
-``blocked``). bfloat16 goes to ATen instead on CPUs with bfloat16 dot products (AVX512_BF16,
-AMX), where oneDNN's kernels are several times faster; ``EML_OPS_BF16=own|aten`` overrides
-that choice. Other dtypes, and tensors on other devices, always go through ATen.
+``blocked``). On CPUs with bfloat16 dot products (AVX512_BF16, AMX) bfloat16 takes the policy
+``auto``: the small products on ours (up to 3 rows, or below 2^20 multiply-adds) and the rest
+on ATen, whose oneDNN kernels are several times faster there. ``EML_OPS_BF16=own|aten|auto``
+(or ``eml_ops._C.set_bf16_policy``) overrides that choice. Other dtypes, and tensors on
+other devices, always go through ATen.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from collections.abc import Iterator
 from . import _C
 
 ENVIRONMENT_VARIABLE = "EML_OPS_BACKEND"
+BF16_ENVIRONMENT_VARIABLE = "EML_OPS_BF16"
 
 
 def available_backends() -> list[str]:
@@ -89,10 +92,12 @@ def _check_name(function: str, name: object) -> None:
 
 
 def apply_environment() -> None:
-    """Apply ``EML_OPS_BACKEND`` if set; ValueError if it names no available backend."""
-    requested = os.environ.get(ENVIRONMENT_VARIABLE)
-    if requested:
-        try:
-            set_backend(requested)
-        except ValueError as error:
-            raise ValueError(f"{ENVIRONMENT_VARIABLE}={requested!r}: {error}") from None
+    """Apply ``EML_OPS_BACKEND`` and ``EML_OPS_BF16`` if set; ValueError on a bad value."""
+    for variable, apply in ((ENVIRONMENT_VARIABLE, set_backend),
+                            (BF16_ENVIRONMENT_VARIABLE, _C.set_bf16_policy)):
+        requested = os.environ.get(variable)
+        if requested:
+            try:
+                apply(requested)
+            except ValueError as error:
+                raise ValueError(f"{variable}={requested!r}: {error}") from None

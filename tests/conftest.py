@@ -21,7 +21,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 # In-process tests check our own bfloat16 kernels also on CPUs where bfloat16 goes to ATen
 # by default (bfloat16 dot products); tests/test_half.py checks that default itself.
-eml_ops._C.set_bf16_on_own_gemm(True)
+eml_ops._C.set_bf16_policy("own")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -231,11 +231,14 @@ def test_command_line(tmp_path: Path):
         "--repeats", "2", "--min-time", "0.001", "--dtype", "float64,bfloat16", "--no-plot",
         "--out", str(tmp_path),
     ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    env = {**os.environ, "EML_OPS_BF16": "aten"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, env=env)
     assert done.returncode == 0, done.stderr
     assert "geomean speed-up" in done.stdout
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["metadata"]["dtypes"] == ["float64", "bfloat16"]
+    assert data["metadata"]["bf16_policy"] == "aten"
+    assert "float64,bfloat16 (bfloat16 policy aten);" in (tmp_path / "bench.md").read_text()
     assert {(r["shape"], r["candidate"], r["dtype"]) for r in data["rows"]} == {
         ("3x5x7", "nn.Linear", "float64"),
         ("3x5x7", "aten", "float64"),

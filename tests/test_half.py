@@ -7,8 +7,10 @@ overflow and autocast."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -223,53 +225,123 @@ def test_opcheck_half(dtype: torch.dtype, backend: str) -> None:
 
 BF16_POLICY = """
 import eml_ops
-print(eml_ops._C.cpu_has_native_bf16(), eml_ops._C.get_bf16_on_own_gemm())
+print(eml_ops._C.cpu_has_native_bf16(), eml_ops._C.get_bf16_policy())
 """
 
 
-@pytest.mark.parametrize("setting", [None, "own", "aten"])
-def test_bf16_goes_to_aten_by_default_only_where_the_cpu_has_bf16_dot_products(
+@pytest.mark.parametrize("setting", [None, "own", "aten", "auto"])
+def test_bf16_policy_is_auto_by_default_only_where_the_cpu_has_bf16_dot_products(
         setting: str | None) -> None:
     env = child_environment(**({} if setting is None else {"EML_OPS_BF16": setting}))
     run = subprocess.run([sys.executable, "-c", BF16_POLICY], capture_output=True, text=True,
                          env=env, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
-    native, own = (word == "True" for word in run.stdout.split())
-    assert own == {None: not native, "own": True, "aten": False}[setting]
+    native, policy = run.stdout.split()
+    assert policy == (setting or ("auto" if native == "True" else "own"))
+
+
+def test_unknown_bf16_policy_raises_value_error() -> None:
+    run = subprocess.run([sys.executable, "-c", "import eml_ops"], capture_output=True,
+                         text=True, env=child_environment(EML_OPS_BF16="ours"), timeout=120,
+                         check=False)
+    assert run.returncode == 1
+    assert ("ValueError: EML_OPS_BF16='ours': eml_ops: unknown bfloat16 policy 'ours'; "
+            "choose one of: own, aten, auto") in run.stderr, run.stderr
+    before = eml_ops._C.get_bf16_policy()
+    with pytest.raises(ValueError, match="unknown bfloat16 policy 'fast'"):
+        eml_ops._C.set_bf16_policy("fast")
+    assert eml_ops._C.get_bf16_policy() == before
+
+
+@contextlib.contextmanager
+def bf16_policy(policy: str) -> Iterator[None]:
+    """Set the process-wide bfloat16 policy for a block, then restore the one before."""
+    before = eml_ops._C.get_bf16_policy()
+    eml_ops._C.set_bf16_policy(policy)
+    try:
+        yield
+    finally:
+        eml_ops._C.set_bf16_policy(before)
+
+
+def bf16_layer_results(policy: str, backend: str, rows: int, depth: int) -> list[torch.Tensor]:
+    """Output and gradients of a bfloat16 layer (depth -> 128) on `rows` rows, seeded by
+    `depth`, through eml_ops.linear under `policy` ("torch": F.linear itself)."""
+    generator = torch.Generator().manual_seed(depth)
+    x, w, b, grad = (torch.randn(*shape, dtype=torch.bfloat16, generator=generator)
+                     for shape in ((rows, depth), (128, depth), (128,), (rows, 128)))
+    inputs = [t.requires_grad_() for t in (x, w, b)]
+    if policy == "torch":
+        y = F.linear(*inputs)
+        return [y.detach(), *torch.autograd.grad(y, inputs, grad)]
+    with bf16_policy(policy), eml_ops.use_backend(backend):
+        y = eml_ops.linear(*inputs)
+        return [y.detach(), *torch.autograd.grad(y, inputs, grad)]
+
+
+def all_equal(first: list[torch.Tensor], second: list[torch.Tensor]) -> bool:
+    return all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def depth_where_ours_and_aten_round_differently(backend: str, rows: int) -> int:
+    """A depth at which our bfloat16 output and some gradient differ from ATen's bits (our
+    float sums, in another order than ATen's kernel, round differently somewhere), so that
+    equality with ATen's shows that it ran. Which depths do depends on the CPU (with bf16 dot
+    products oneDNN matched ours at depth 1024 on Zen 4): search a few."""
+    for depth in (1024, 4096, 1000, 3000):
+        own = bf16_layer_results("own", backend, rows, depth)
+        aten = bf16_layer_results("aten", backend, rows, depth)
+        if not torch.equal(own[0], aten[0]) and not all_equal(own[1:], aten[1:]):
+            return depth
+    pytest.fail("no input found on which our bf16 GEMM and ATen's round differently")
+
+
+ATEN_MATMULS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
+
+
+def aten_matmul_ran(policy: str, rows: int, depth: int, width: int) -> tuple[bool, bool]:
+    """Whether ATen's matmul ran in the forward, and in the backward, of a bfloat16 layer
+    (depth -> width, `rows` rows) through eml_ops.linear under `policy`. The profiler sees the
+    ops our CPU kernels call: at::linear / at::mm where they hand the call to ATen."""
+    x, w, b = (torch.randn(*shape, dtype=torch.bfloat16).requires_grad_()
+               for shape in ((rows, depth), (width, depth), (width,)))
+    grad = torch.randn(rows, width, dtype=torch.bfloat16)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with bf16_policy(policy), eml_ops.use_backend("blocked"):
+        with torch.profiler.profile(activities=activities) as forward:
+            y = eml_ops.linear(x, w, b)
+        with torch.profiler.profile(activities=activities) as backward:
+            y.backward(grad)
+    return tuple(any(event.name in ATEN_MATMULS for event in run.events())
+                 for run in (forward, backward))
 
 
 # Not `reference`: its plain float loops happen to round like oneDNN on these inputs, so it
 # could not show which one ran (the routing is the same function for every backend).
 @pytest.mark.parametrize("backend", [name for name in OWN_BACKENDS if name != "reference"])
 def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
-    # Inputs on which our float sums, in another order than ATen's kernel, round differently
-    # somewhere, so that equality really means ATen ran. Which inputs do depends on the CPU
-    # (with bf16 dot products oneDNN matched ours at depth 1024 on Zen 4): search a few.
-    # The setting is process-wide and its default depends on the CPU: set it either way
-    # here, and restore it.
-    own_before = eml_ops._C.get_bf16_on_own_gemm()
-    try:
-        eml_ops._C.set_bf16_on_own_gemm(True)
-        for depth in (1024, 4096, 1000, 3000):
-            torch.manual_seed(depth)
-            x = torch.randn(2, 64, depth, dtype=torch.bfloat16, requires_grad=True)
-            w = torch.randn(128, depth, dtype=torch.bfloat16, requires_grad=True)
-            b = torch.randn(128, dtype=torch.bfloat16, requires_grad=True)
-            with eml_ops.use_backend(backend):
-                ours = eml_ops.linear(x, w, b)
-            if not torch.equal(ours, F.linear(x, w, b)):
-                break
-        else:
-            pytest.fail("no input found on which our bf16 GEMM and ATen's round differently")
-        grad = torch.randn(2, 64, 128, dtype=torch.bfloat16)
-        expected = F.linear(x, w, b)
-        expected_grads = torch.autograd.grad(expected, (x, w, b), grad)
-        eml_ops._C.set_bf16_on_own_gemm(False)
-        with eml_ops.use_backend(backend):
-            actual = eml_ops.linear(x, w, b)
-            actual_grads = torch.autograd.grad(actual, (x, w, b), grad)
-    finally:
-        eml_ops._C.set_bf16_on_own_gemm(own_before)
-    assert torch.equal(actual, expected)
-    for a, e in zip(actual_grads, expected_grads, strict=True):
-        assert torch.equal(a, e)
+    # 128 rows of depth >= 1000: large enough for ATen under auto too.
+    depth = depth_where_ours_and_aten_round_differently(backend, rows=128)
+    expected = bf16_layer_results("torch", backend, 128, depth)
+    for policy in ("aten", "auto"):
+        assert all_equal(bf16_layer_results(policy, backend, 128, depth), expected), policy
+
+
+# (rows, depth, width): which of the forward and the backward ATen runs under "auto".
+AUTO_ROUTING = [
+    ((2, 4096, 1024), (False, True)),   # up to 3 rows: our forward; a backward above 2^16
+    ((3, 4096, 1024), (False, True)),
+    ((4, 4096, 1024), (True, True)),    # 4 rows, 2^24 multiply-adds: ATen's
+    ((255, 64, 64), (False, True)),     # a forward below 2^20 (the backward above 2^16)
+    ((256, 64, 64), (True, True)),      # 2^20
+    ((16, 64, 64), (False, False)),     # a backward of 2^16
+    ((17, 64, 64), (False, True)),
+]
+
+
+@pytest.mark.parametrize(("size", "aten_runs"), AUTO_ROUTING)
+def test_bf16_auto_policy_runs_small_products_on_ours(
+        size: tuple[int, int, int], aten_runs: tuple[bool, bool]) -> None:
+    assert aten_matmul_ran("auto", *size) == aten_runs
+    assert aten_matmul_ran("own", *size) == (False, False)
+    assert aten_matmul_ran("aten", *size) == (True, True)

@@ -29,16 +29,28 @@ Backend initial_backend() {
   return default_backend();
 }
 
-bool initial_bf16_on_own_gemm() {
-  const char* requested = std::getenv("EML_OPS_BF16");
-  if (requested != nullptr && std::string_view(requested) == "own") return true;
-  if (requested != nullptr && std::string_view(requested) == "aten") return false;
-  return !gemm::cpu_has_native_bf16();
+constexpr std::array<Bf16Policy, 3> kAllBf16Policies = {Bf16Policy::own, Bf16Policy::aten,
+                                                         Bf16Policy::automatic};
+
+std::optional<Bf16Policy> parse_bf16_policy(std::string_view name) {
+  for (Bf16Policy policy : kAllBf16Policies) {
+    if (name == bf16_policy_name(policy)) return policy;
+  }
+  return std::nullopt;
 }
 
-std::atomic<bool>& bf16_on_own_gemm_slot() {
-  static std::atomic<bool> own{initial_bf16_on_own_gemm()};
-  return own;
+// EML_OPS_BF16 when it names a policy, else the CPU's default (the Python package raises on
+// a bad value; C++-only users get the default).
+Bf16Policy initial_bf16_policy() {
+  if (const char* requested = std::getenv("EML_OPS_BF16")) {
+    if (auto parsed = parse_bf16_policy(requested)) return *parsed;
+  }
+  return gemm::cpu_has_native_bf16() ? Bf16Policy::automatic : Bf16Policy::own;
+}
+
+std::atomic<Bf16Policy>& bf16_policy_slot() {
+  static std::atomic<Bf16Policy> policy{initial_bf16_policy()};
+  return policy;
 }
 
 std::atomic<int>& selected_backend() {
@@ -142,10 +154,25 @@ Backend require_backend(std::string_view name) {
   return *parsed;
 }
 
-bool bf16_on_own_gemm() { return bf16_on_own_gemm_slot().load(std::memory_order_relaxed); }
+Bf16Policy bf16_policy() { return bf16_policy_slot().load(std::memory_order_relaxed); }
 
-void set_bf16_on_own_gemm(bool own) {
-  bf16_on_own_gemm_slot().store(own, std::memory_order_relaxed);
+void set_bf16_policy(Bf16Policy policy) {
+  bf16_policy_slot().store(policy, std::memory_order_relaxed);
+}
+
+const char* bf16_policy_name(Bf16Policy policy) {
+  switch (policy) {
+    case Bf16Policy::own: return "own";
+    case Bf16Policy::aten: return "aten";
+    case Bf16Policy::automatic: return "auto";
+  }
+  return "unknown";
+}
+
+Bf16Policy require_bf16_policy(std::string_view name) {
+  if (auto parsed = parse_bf16_policy(name)) return *parsed;
+  throw std::invalid_argument("eml_ops: unknown bfloat16 policy '" + std::string(name) +
+                              "'; choose one of: own, aten, auto");
 }
 
 }  // namespace eml

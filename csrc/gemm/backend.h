@@ -68,11 +68,17 @@ class BackendGuard {
 // parse_backend plus the availability check; std::invalid_argument naming the choices.
 Backend require_backend(std::string_view name);
 
-// Whether our backends run bfloat16 (else bfloat16 goes to ATen, like integer dtypes).
-// Process-wide. Starts as EML_OPS_BF16 says ("own": ours, "aten": ATen's); by default ours
-// unless the CPU has bfloat16 dot products (AVX512_BF16, AMX), where ATen's oneDNN kernels
-// are several times faster than our float-accumulating AVX2 kernels.
-bool bf16_on_own_gemm();
-void set_bf16_on_own_gemm(bool own);
+// Where bfloat16 runs, process-wide: on our backends (own), on ATen's kernels (aten), or
+// on ours for the small products where ATen's bfloat16 kernels lose and on ATen's for the
+// rest (automatic, named "auto"; which products: gemm::runs_on_own_gemm, run.h). Starts as
+// EML_OPS_BF16 says; by default own, unless the CPU has bfloat16 dot products (AVX512_BF16,
+// AMX): there automatic, since ATen's oneDNN kernels run larger products several times
+// faster than our float32-accumulating ones.
+enum class Bf16Policy { own, aten, automatic };
+Bf16Policy bf16_policy();
+void set_bf16_policy(Bf16Policy policy);
+const char* bf16_policy_name(Bf16Policy policy);
+// std::invalid_argument naming the choices for anything but "own", "aten" and "auto".
+Bf16Policy require_bf16_policy(std::string_view name);
 
 }  // namespace eml

@@ -31,9 +31,19 @@ bool ran_on_tpp([[maybe_unused]] ConstMatrixView<T> a, [[maybe_unused]] ConstMat
 
 }  // namespace
 
-bool runs_on_own_gemm(Backend backend, Element element) {
+bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass pass) {
   if (backend == Backend::aten) return false;
-  return element != Element::bfloat16 || bf16_on_own_gemm();
+  if (element != Element::bfloat16) return true;
+  switch (bf16_policy()) {
+    case Bf16Policy::own: return true;
+    case Bf16Policy::aten: return false;
+    case Bf16Policy::automatic: break;
+  }
+  // In double: m·k·n of a large product overflows int64_t.
+  const double volume = static_cast<double>(size.m) * static_cast<double>(size.k) *
+                        static_cast<double>(size.n);
+  if (pass == Pass::backward) return volume <= static_cast<double>(kBf16OwnBackwardVolume);
+  return size.m <= kBf16OwnMaxRows || volume < static_cast<double>(kBf16OwnForwardVolume);
 }
 
 template <typename T>

@@ -15,10 +15,29 @@ namespace eml::gemm {
 // The element types of C = A·B that run() computes with A, B and C of one type.
 enum class Element { float32, float64, bfloat16, float16 };
 
-// Whether run() computes `element` on `backend` (false: the caller runs ATen's matmul).
-// aten: never. float32, float64, float16: on every other backend. bfloat16: as
-// bf16_on_own_gemm() says (ATen's oneDNN kernels on CPUs with bfloat16 dot products).
-bool runs_on_own_gemm(Backend backend, Element element);
+// The size of a linear layer's forward product C (m x n) = A (m x k) · B (k x n): m rows
+// of input (tokens), k in-features, n out-features. Its backward's products have the same
+// m·k·n.
+struct ProductSize {
+  int64_t m = 0, k = 0, n = 0;
+};
+enum class Pass { forward, backward };
+
+// Whether run() computes `element` on `backend` for a layer's `pass` of `size` (false: the
+// caller runs ATen's kernels). aten: never. float32, float64, float16: on every other
+// backend. bfloat16: as bf16_policy() says (backend.h); under Bf16Policy::automatic
+// the forward when m <= kBf16OwnMaxRows or m·k·n < kBf16OwnForwardVolume, the backward
+// when m·k·n <= kBf16OwnBackwardVolume.
+bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass pass);
+
+// Measured on Zen 4 against oneDNN's bfloat16 kernels (torch 2.13), 1 and 2 threads: a
+// forward of up to 3 rows streams the weight 1.04-3.6x faster on ours (oneDNN catches up at
+// 4 rows: 0.8-1.6x), and forwards below 2^20 multiply-adds run 1.36-7.8x faster (oneDNN's
+// cost per call; 0.92-1.27x at 2^20). The backward's dL/dW at few rows mostly loses on ours
+// from 2^18 up (0.22-0.78x), so only backwards up to 2^16 run on ours (1.1-6x).
+inline constexpr int64_t kBf16OwnMaxRows = 3;
+inline constexpr int64_t kBf16OwnForwardVolume = int64_t{1} << 20;
+inline constexpr int64_t kBf16OwnBackwardVolume = int64_t{1} << 16;
 
 // C = A·B (+ epilogue) on `backend`, with the contract of blocked_gemm (blocked_gemm.h):
 // beta = 0, any strides of A and B, C row-major; std::invalid_argument on mismatched

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "course/FunctionCpp.h"
@@ -105,10 +106,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     eml::set_thread_backend(name ? std::optional(eml::require_backend(*name)) : std::nullopt);
   }, "Sets (a name) or clears (None) the calling thread's backend override.");
 
-  m.def("get_bf16_on_own_gemm", &eml::bf16_on_own_gemm,
-        "Whether our backends run bfloat16 (else ATen does; see EML_OPS_BF16).");
-  m.def("set_bf16_on_own_gemm", &eml::set_bf16_on_own_gemm, py::arg("own"),
-        "Run bfloat16 on our backends (True) or send it to ATen (False), process-wide.");
+  m.def("get_bf16_policy", [] { return std::string(eml::bf16_policy_name(eml::bf16_policy())); },
+        "Where bfloat16 runs: 'own' (our backends), 'aten' or 'auto' (see EML_OPS_BF16).");
+  m.def("set_bf16_policy", [](std::string_view name) {
+    eml::set_bf16_policy(eml::require_bf16_policy(name));
+  }, py::arg("policy"), "Set where bfloat16 runs, process-wide: 'own', 'aten' or 'auto'.");
   m.def("cpu_splits_avx512", &eml::gemm::cpu_splits_avx512,
         "Whether the CPU executes AVX-512 FMAs as two 256-bit halves (AMD Zen 4).");
   m.def("cpu_has_native_bf16", &eml::gemm::cpu_has_native_bf16,

@@ -43,6 +43,13 @@ def tuning_line(tuning: dict[str, Any]) -> str:
     )
 
 
+def bf16_policy_text(meta: dict[str, Any]) -> str:
+    """Name where bfloat16 ran (policy own, aten or auto) for the header of a run with it."""
+    if "bfloat16" not in meta["dtypes"] or "bf16_policy" not in meta:
+        return ""
+    return f" (bfloat16 policy {meta['bf16_policy']})"
+
+
 def metadata(config: Config, peaks_1core: dict[str, float]) -> dict[str, Any]:
     """Facts about the run: date, versions, CPU, ISA, peaks and the options.
 
@@ -58,6 +65,7 @@ def metadata(config: Config, peaks_1core: dict[str, float]) -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "isa": str(eml_ops._C.get_isa()),
+        "bf16_policy": str(eml_ops._C.get_bf16_policy()),
         "tuning": eml_ops._C.tuning(),
         "fma_peak_gflops_1core": peaks_1core[names[0]],
         "fma_peak_gflops_1core_by_dtype": peaks_1core,
@@ -222,7 +230,8 @@ def write_markdown(
         "# eml_ops benchmark",
         "",
         f"{meta['date']}; torch {meta['torch_version']}; {meta['cpu_model']} "
-        f"({meta['cpu_count']} cores, ISA {meta['isa']}); {meta['dtype']}; "
+        f"({meta['cpu_count']} cores, ISA {meta['isa']}); {meta['dtype']}"
+        f"{bf16_policy_text(meta)}; "
         f"single-core FMA peak {meta['fma_peak_gflops_1core']:.1f} GFLOP/s "
         "(float32's for the 16-bit dtypes, which our GEMM computes in float32); "
         f"{tuning_line(meta['tuning'])}.",

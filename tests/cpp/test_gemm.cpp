@@ -51,7 +51,9 @@ using eml::gemm::blocked::Path;
 using eml::Backend;
 using eml::available_backends;
 using eml::backend_name;
-using eml::bf16_on_own_gemm;
+using eml::Bf16Policy;
+using eml::bf16_policy;
+using eml::set_bf16_policy;
 
 namespace {
 
@@ -724,21 +726,69 @@ void test_isa_switching() {
   set_active_isa(detected_isa());
 }
 
+// bfloat16 under each policy: own and aten whatever the size; auto by rows and m·k·n at
+// the limits of run.h, forward and backward (a product whose m·k·n overflows int64_t too).
+void check_bf16_routing() {
+  struct Case {
+    ProductSize size;
+    Pass pass;
+    bool ours;
+  };
+  constexpr int64_t huge = int64_t{1} << 30;
+  const Case automatic_cases[] = {
+      {{kBf16OwnMaxRows, 4096, 4096}, Pass::forward, true},
+      {{kBf16OwnMaxRows + 1, 4096, 4096}, Pass::forward, false},
+      {{256, 64, 63}, Pass::forward, true},  // just below 2^20
+      {{256, 64, 64}, Pass::forward, false},
+      {{huge, huge, huge}, Pass::forward, false},
+      {{1, 64, 1024}, Pass::backward, true},  // 2^16
+      {{1, 64, 1025}, Pass::backward, false},
+      {{kBf16OwnMaxRows, 4096, 4096}, Pass::backward, false},
+  };
+  const Bf16Policy before = bf16_policy();
+  for (Bf16Policy policy : {Bf16Policy::own, Bf16Policy::aten, Bf16Policy::automatic}) {
+    set_bf16_policy(policy);
+    const std::string where = std::string("bf16 policy ") + eml::bf16_policy_name(policy);
+    for (const Case& c : automatic_cases) {
+      const bool want = policy == Bf16Policy::automatic ? c.ours : policy == Bf16Policy::own;
+      ++g_checks;
+      if (runs_on_own_gemm(Backend::blocked, Element::bfloat16, c.size, c.pass) != want) {
+        fail("m, k, n = " + std::to_string(c.size.m) + ", " + std::to_string(c.size.k) + ", " +
+                 std::to_string(c.size.n) + (c.pass == Pass::forward ? " forward" : " backward"),
+             where);
+      }
+      if (runs_on_own_gemm(Backend::aten, Element::bfloat16, c.size, c.pass)) {
+        fail("aten runs bfloat16 on our GEMM", where);
+      }
+    }
+  }
+  set_bf16_policy(before);
+  bool threw = false;
+  try {
+    eml::require_bf16_policy("ours");
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  if (!threw) fail("require_bf16_policy accepted 'ours'", "bf16 policy");
+  ++g_checks;
+}
+
 // gemm::run, the op layer's entry: which element types it takes on which backend, that
 // reference and blocked give the product, that aten is refused, and that mismatched
 // shapes throw on every backend (one contract).
 void test_run_entry() {
   const Threading serial;
+  const ProductSize large{4096, 4096, 4096};
   for (Element element : {Element::float32, Element::float64, Element::float16}) {
-    if (runs_on_own_gemm(Backend::aten, element)) fail("aten runs on our GEMM", "run");
-    if (!runs_on_own_gemm(Backend::blocked, element) ||
-        !runs_on_own_gemm(Backend::reference, element)) {
-      fail("blocked or reference does not run a type they compute", "run");
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      if (runs_on_own_gemm(Backend::aten, element, large, pass)) fail("aten runs on our GEMM", "run");
+      if (!runs_on_own_gemm(Backend::blocked, element, large, pass) ||
+          !runs_on_own_gemm(Backend::reference, element, large, pass)) {
+        fail("blocked or reference does not run a type they compute", "run");
+      }
     }
   }
-  if (runs_on_own_gemm(Backend::blocked, Element::bfloat16) != bf16_on_own_gemm()) {
-    fail("bfloat16 does not follow bf16_on_own_gemm()", "run");
-  }
+  check_bf16_routing();
   // [[1, 2], [3, 4]] · [[5, 6], [7, 8]] + [10, 20]
   const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, bias[2] = {10, 20};
   const float want[4] = {29, 42, 53, 70};

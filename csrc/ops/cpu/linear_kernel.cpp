@@ -35,10 +35,21 @@ std::optional<gemm::Element> gemm_element(at::ScalarType dtype) {
   }
 }
 
+// The layer's forward product for the routing of bfloat16 (gemm::runs_on_own_gemm), read
+// before the arguments are checked: zeros where they make no layer.
+gemm::ProductSize product_size(const at::Tensor& input, const at::Tensor& weight) {
+  if (input.dim() == 0 || weight.dim() != 2) return {};
+  const int64_t in_features = input.size(-1);
+  const int64_t rows = in_features == 0 ? 0 : input.numel() / in_features;
+  return {rows, in_features, weight.size(0)};
+}
+
 // Else the call goes to ATen's kernels (composite::linear_*_aten).
-bool runs_on_own_gemm(Backend backend, at::ScalarType dtype) {
-  const std::optional<gemm::Element> element = gemm_element(dtype);
-  return element.has_value() && gemm::runs_on_own_gemm(backend, *element);
+bool runs_on_own_gemm(Backend backend, const at::Tensor& input, const at::Tensor& weight,
+                      gemm::Pass pass) {
+  const std::optional<gemm::Element> element = gemm_element(input.scalar_type());
+  return element.has_value() &&
+         gemm::runs_on_own_gemm(backend, *element, product_size(input, weight), pass);
 }
 
 // The GEMM library's element type for a torch scalar type: the same bits and layout
@@ -98,7 +109,7 @@ gemm::OutputMatrix<gemm_t<scalar_t>> output_matrix(at::Tensor& matrix) {
 at::Tensor linear_forward_cpu(const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias) {
   const Backend backend = current_backend();
-  if (!runs_on_own_gemm(backend, input.scalar_type())) {
+  if (!runs_on_own_gemm(backend, input, weight, gemm::Pass::forward)) {
     return composite::linear_forward_aten(input, weight, bias);
   }
   detail::check_linear_args("eml::linear_forward", input, weight, bias);
@@ -121,7 +132,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     std::array<bool, 3> output_mask) {
   const Backend backend = current_backend();
-  if (!runs_on_own_gemm(backend, input.scalar_type())) {
+  if (!runs_on_own_gemm(backend, input, weight, gemm::Pass::backward)) {
     return composite::linear_backward_aten(grad_output, input, weight, output_mask);
   }
   detail::check_linear_backward_args("eml::linear_backward", grad_output, input, weight);
