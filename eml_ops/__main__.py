@@ -20,7 +20,29 @@ def print_info(isa: str | None, *, as_json: bool) -> int:
         f"supported {', '.join(eml_ops._C.supported_isas())}"
     )
     print(eml_ops._C.tuning_report(isa), end="")
+    print(bf16_line())
     return 0
+
+
+def bf16_line() -> str:
+    """Where bfloat16 runs: the policy and, for ``auto``, which products take our GEMM."""
+    import bisect
+
+    import eml_ops
+
+    policy = eml_ops._C.get_bf16_policy()
+    kernels = ("bfloat16 dot products" if eml_ops._C.bf16_dot_tiles_are_native()
+               else "widened to float32")
+    line = f"bfloat16: policy {policy} (EML_OPS_BF16); our kernels {kernels}"
+    if policy == "auto":
+        rows, deep_rows = eml_ops._C.bf16_own_max_rows(1), eml_ops._C.bf16_own_max_rows(4096)
+        deep = ""
+        if deep_rows != rows:  # from which depth on: the first where the limit is deep_rows
+            depth = bisect.bisect_left(range(4097), deep_rows, key=eml_ops._C.bf16_own_max_rows)
+            deep = f" ({deep_rows} from {depth} in-features on)"
+        line += (f"; ours run forwards of up to {rows} rows{deep} or below 2^20 multiply-adds "
+                 "and backwards up to 2^16, ATen the rest")
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -327,11 +327,14 @@ def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
         assert all_equal(bf16_layer_results(policy, backend, 128, depth), expected), policy
 
 
-# (rows, depth, width): which of the forward and the backward ATen runs under "auto".
+# (rows, depth, width): which of the forward and the backward ATen runs under "auto". Up to
+# OWN_ROWS rows at depth 4096 (more with bfloat16 dot tiles of our own) the forward is ours
+# at any size.
+OWN_ROWS = eml_ops._C.bf16_own_max_rows(4096)
 AUTO_ROUTING = [
-    ((2, 4096, 1024), (False, True)),   # up to 3 rows: our forward; a backward above 2^16
-    ((3, 4096, 1024), (False, True)),
-    ((4, 4096, 1024), (True, True)),    # 4 rows, 2^24 multiply-adds: ATen's
+    ((1, 4096, 1024), (False, True)),   # our forward; a backward above 2^16
+    ((OWN_ROWS, 4096, 1024), (False, True)),
+    ((OWN_ROWS + 1, 4096, 1024), (True, True)),  # 2^22 multiply-adds or more: ATen's
     ((255, 64, 64), (False, True)),     # a forward below 2^20 (the backward above 2^16)
     ((256, 64, 64), (True, True)),      # 2^20
     ((16, 64, 64), (False, False)),     # a backward of 2^16
@@ -345,3 +348,23 @@ def test_bf16_auto_policy_runs_small_products_on_ours(
     assert aten_matmul_ran("auto", *size) == aten_runs
     assert aten_matmul_ran("own", *size) == (False, False)
     assert aten_matmul_ran("aten", *size) == (True, True)
+
+
+def test_bf16_dot_tiles_flush_subnormal_inputs_only_where_native() -> None:
+    # vdpbf16ps treats subnormal inputs as zero (as oneDNN's bfloat16 GEMM does on such
+    # CPUs); the widening tiles compute the exact float32 product. Every ISA of this CPU.
+    x = torch.full((2, 64), 1e-39, dtype=torch.bfloat16)  # subnormal in bfloat16
+    w = torch.full((4, 64), 1e30, dtype=torch.bfloat16)
+    exact = F.linear(x.double(), w.double())
+    active = eml_ops._C.get_isa()
+    try:
+        for isa in ISAS:
+            eml_ops._C.set_isa(isa)
+            with bf16_policy("own"), eml_ops.use_backend("blocked"):
+                y = eml_ops.linear(x, w).double()
+            if eml_ops._C.bf16_dot_tiles_are_native():
+                assert torch.equal(y, torch.zeros_like(y)), isa
+            else:
+                torch.testing.assert_close(y, exact, rtol=1e-2, atol=0, msg=isa)
+    finally:
+        eml_ops._C.set_isa(active)

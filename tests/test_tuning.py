@@ -248,6 +248,12 @@ def test_info_command() -> None:
     tuning = eml_ops._C.tuning()
     assert f"active {eml_ops._C.get_isa()}" in text
     assert f"mc = {tuning['values']['mc']['value']}" in text
+    for policy in ("own", "auto"):
+        bf16 = subprocess.run(command, capture_output=True, text=True, check=True,
+                              env={**os.environ, "EML_OPS_BF16": policy}).stdout
+        assert f"bfloat16: policy {policy} (EML_OPS_BF16)" in bf16
+        assert (f"ours run forwards of up to {eml_ops._C.bf16_own_max_rows(1)} rows"
+                in bf16) == (policy == "auto")
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
     assert json.loads(as_json.stdout) == json.loads(json.dumps(tuning))  # tuples as lists
     generic = subprocess.run([*command, "--isa", "generic"], capture_output=True, text=True,

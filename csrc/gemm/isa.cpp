@@ -72,21 +72,34 @@ bool cpu_has_f16c_and_avx() {
   return os_saves(kXmmYmmState);
 }
 
-// AVX512_BF16 (CPUID.(7,1):EAX bit 5) or AMX-BF16 (CPUID.(7,0):EDX bit 22), with the OS
-// saving the AVX-512 state (XCR0 bits 1, 2, 5, 6, 7).
-bool cpu_has_bf16_dot_products() {
+// The CPU's bfloat16 dot products, with the OS saving the AVX-512 state (XCR0 bits 1, 2, 5,
+// 6, 7): AVX512_BF16 (CPUID.(7,1):EAX bit 5) and AMX-BF16 (CPUID.(7,0):EDX bit 22).
+struct Bf16DotProducts {
+  bool avx512_bf16 = false;
+  bool amx_bf16 = false;
+};
+
+Bf16DotProducts bf16_dot_products() {
   unsigned regs[4];
   cpuid(0, 0, regs);
-  if (regs[0] < 7) return false;
+  if (regs[0] < 7) return {};
   cpuid(1, 0, regs);
-  if (!((regs[2] >> 27) & 1)) return false;  // OSXSAVE: xgetbv is usable
-  if (!os_saves(kAvx512State)) return false;
+  if (!((regs[2] >> 27) & 1)) return {};  // OSXSAVE: xgetbv is usable
+  if (!os_saves(kAvx512State)) return {};
+  Bf16DotProducts found;
   cpuid(7, 0, regs);
-  const bool amx_bf16 = (regs[3] >> 22) & 1;
+  found.amx_bf16 = (regs[3] >> 22) & 1;
   cpuid(7, 1, regs);
-  const bool avx512_bf16 = (regs[0] >> 5) & 1;
-  return avx512_bf16 || amx_bf16;
+  found.avx512_bf16 = (regs[0] >> 5) & 1;
+  return found;
 }
+
+bool cpu_has_bf16_dot_products() {
+  const Bf16DotProducts found = bf16_dot_products();
+  return found.avx512_bf16 || found.amx_bf16;
+}
+
+bool cpu_has_avx512_bf16_dot_products() { return bf16_dot_products().avx512_bf16; }
 
 // AVX-512F (CPUID.(7,0):EBX bit 16) with the OS saving the opmask and ZMM state.
 bool cpu_has_avx512f() {
@@ -116,6 +129,7 @@ bool cpu_has_avx2_fma() { return false; }
 bool cpu_has_avx512f() { return false; }
 bool cpu_has_f16c_and_avx() { return false; }
 bool cpu_has_bf16_dot_products() { return false; }
+bool cpu_has_avx512_bf16_dot_products() { return false; }
 
 #endif
 
@@ -151,6 +165,11 @@ bool isa_supported(Isa isa) {
 bool cpu_has_f16c() {
   static const bool has_f16c = cpu_has_f16c_and_avx();
   return has_f16c;
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool has_avx512_bf16 = cpu_has_avx512_bf16_dot_products();
+  return has_avx512_bf16;
 }
 
 bool cpu_has_native_bf16() {

@@ -64,6 +64,10 @@ bool cpu_has_f16c();
 // faster than our float-accumulating AVX2 kernels can.
 bool cpu_has_native_bf16();
 
+// Whether the CPU has AVX512_BF16's dot products (vdpbf16ps), with the OS saving the AVX-512
+// state: our bfloat16 dot tiles (blocked/direct_avx512_bf16.cpp) need it.
+bool cpu_has_avx512_bf16();
+
 // Whether the CPU has AVX-512F but executes its 512-bit FMAs as two 256-bit halves (AMD
 // family 19h, Zen 4): 256-bit (AVX2-width) kernels then reach the same FMA rate.
 bool cpu_splits_avx512();

@@ -6,6 +6,8 @@
 
 #include "blocked/blocked_gemm.h"
 #include "blocked/compressed_gemm.h"
+#include "blocked/kernels.h"
+#include "blocked/path.h"
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "tpp/tpp_gemm.h"
 #endif
@@ -43,7 +45,15 @@ bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass p
   const double volume = static_cast<double>(size.m) * static_cast<double>(size.k) *
                         static_cast<double>(size.n);
   if (pass == Pass::backward) return volume <= static_cast<double>(kBf16OwnBackwardVolume);
-  return size.m <= kBf16OwnMaxRows || volume < static_cast<double>(kBf16OwnForwardVolume);
+  return size.m <= bf16_own_max_rows(size.k) ||
+         volume < static_cast<double>(kBf16OwnForwardVolume);
+}
+
+int64_t bf16_own_max_rows(int64_t k) {
+  const bool deep_on_dot_tiles =
+      blocked::active_bf16_dot_tiles_are_native() && k >= kBf16DotTilesMinDepth;
+  return deep_on_dot_tiles ? std::max(kBf16OwnMaxRows, blocked::dot_max_rows_at(k))
+                           : kBf16OwnMaxRows;
 }
 
 template <typename T>

@@ -26,16 +26,26 @@ enum class Pass { forward, backward };
 // Whether run() computes `element` on `backend` for a layer's `pass` of `size` (false: the
 // caller runs ATen's kernels). aten: never. float32, float64, float16: on every other
 // backend. bfloat16: as bf16_policy() says (backend.h); under Bf16Policy::automatic
-// the forward when m <= kBf16OwnMaxRows or m·k·n < kBf16OwnForwardVolume, the backward
+// the forward when m <= bf16_own_max_rows(k) or m·k·n < kBf16OwnForwardVolume, the backward
 // when m·k·n <= kBf16OwnBackwardVolume.
 bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass pass);
 
-// Measured on Zen 4 against oneDNN's bfloat16 kernels (torch 2.13), 1 and 2 threads: a
-// forward of up to 3 rows streams the weight 1.04-3.6x faster on ours (oneDNN catches up at
-// 4 rows: 0.8-1.6x), and forwards below 2^20 multiply-adds run 1.36-7.8x faster (oneDNN's
-// cost per call; 0.92-1.27x at 2^20). The backward's dL/dW at few rows mostly loses on ours
-// from 2^18 up (0.22-0.78x), so only backwards up to 2^16 run on ours (1.1-6x).
+// The most rows of a bfloat16 forward of depth k that Bf16Policy::automatic runs on ours at
+// any size: kBf16OwnMaxRows; from k = kBf16DotTilesMinDepth on, where the active kernels
+// multiply bfloat16 with bfloat16 dot products (blocked::active_bf16_dot_tiles_are_native),
+// the rows the dot path takes at that depth (blocked::dot_max_rows_at: 32).
+int64_t bf16_own_max_rows(int64_t k);
+
+// Measured on Zen 4 against oneDNN's bfloat16 kernels (torch 2.13), 1 and 2 threads. Our
+// float32-widening kernels: a forward of up to 3 rows streams the weight 1.04-3.6x faster
+// (oneDNN catches up at 4 rows: 0.8-1.6x). Our bfloat16 dot tiles (vdpbf16ps), on the dot
+// path: 1.04-4.5x up to 32 rows at depths of 512 and more (2 threads 1.2-5.6x); shallower,
+// they lose sooner (depth 64 x 4096 columns, 1 thread: 4 rows 1.35x, 7 rows 0.98x; depth 32
+// x 8192: 4 rows 0.86x). Forwards below 2^20 multiply-adds run 1.36-7.8x faster (oneDNN's cost
+// per call; 0.92-1.27x at 2^20). The backward's dL/dW at few rows mostly loses on ours from
+// 2^18 up (0.22-0.78x), so only backwards up to 2^16 run on ours (1.1-6x).
 inline constexpr int64_t kBf16OwnMaxRows = 3;
+inline constexpr int64_t kBf16DotTilesMinDepth = 256;
 inline constexpr int64_t kBf16OwnForwardVolume = int64_t{1} << 20;
 inline constexpr int64_t kBf16OwnBackwardVolume = int64_t{1} << 16;
 

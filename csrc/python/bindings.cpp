@@ -11,10 +11,12 @@
 #include "course/FunctionCpp.h"
 #include "eml_ops/eml_ops.h"
 #include "gemm/backend.h"
+#include "gemm/blocked/kernels.h"
 #include "gemm/blocked/tuning.h"
 #include "gemm/cache_info.h"
 #include "gemm/isa.h"
 #include "gemm/peak.h"
+#include "gemm/run.h"
 #include "ops/linear.h"
 #include "ops/packed_linear.h"
 
@@ -111,6 +113,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_bf16_policy", [](std::string_view name) {
     eml::set_bf16_policy(eml::require_bf16_policy(name));
   }, py::arg("policy"), "Set where bfloat16 runs, process-wide: 'own', 'aten' or 'auto'.");
+  m.def("bf16_own_max_rows", &eml::gemm::bf16_own_max_rows, py::arg("depth"),
+        "The most rows of a bfloat16 forward of this depth (in-features) that the policy "
+        "'auto' runs on ours at any size (more with the active ISA's bfloat16 dot tiles).");
+  m.def("bf16_dot_tiles_are_native", &eml::gemm::blocked::active_bf16_dot_tiles_are_native,
+        "Whether the active kernels multiply bfloat16 with AVX512_BF16's dot products.");
   m.def("cpu_splits_avx512", &eml::gemm::cpu_splits_avx512,
         "Whether the CPU executes AVX-512 FMAs as two 256-bit halves (AMD Zen 4).");
   m.def("cpu_has_native_bf16", &eml::gemm::cpu_has_native_bf16,

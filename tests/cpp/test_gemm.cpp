@@ -735,33 +735,52 @@ void check_bf16_routing() {
     bool ours;
   };
   constexpr int64_t huge = int64_t{1} << 30;
-  const Case automatic_cases[] = {
-      {{kBf16OwnMaxRows, 4096, 4096}, Pass::forward, true},
-      {{kBf16OwnMaxRows + 1, 4096, 4096}, Pass::forward, false},
-      {{256, 64, 63}, Pass::forward, true},  // just below 2^20
-      {{256, 64, 64}, Pass::forward, false},
-      {{huge, huge, huge}, Pass::forward, false},
-      {{1, 64, 1024}, Pass::backward, true},  // 2^16
-      {{1, 64, 1025}, Pass::backward, false},
-      {{kBf16OwnMaxRows, 4096, 4096}, Pass::backward, false},
-  };
   const Bf16Policy before = bf16_policy();
-  for (Bf16Policy policy : {Bf16Policy::own, Bf16Policy::aten, Bf16Policy::automatic}) {
-    set_bf16_policy(policy);
-    const std::string where = std::string("bf16 policy ") + eml::bf16_policy_name(policy);
-    for (const Case& c : automatic_cases) {
-      const bool want = policy == Bf16Policy::automatic ? c.ours : policy == Bf16Policy::own;
-      ++g_checks;
-      if (runs_on_own_gemm(Backend::blocked, Element::bfloat16, c.size, c.pass) != want) {
-        fail("m, k, n = " + std::to_string(c.size.m) + ", " + std::to_string(c.size.k) + ", " +
-                 std::to_string(c.size.n) + (c.pass == Pass::forward ? " forward" : " backward"),
-             where);
-      }
-      if (runs_on_own_gemm(Backend::aten, Element::bfloat16, c.size, c.pass)) {
-        fail("aten runs bfloat16 on our GEMM", where);
+  for (Isa isa : isas()) {
+    set_active_isa(isa);
+    const bool native = isa == Isa::avx512 && cpu_has_avx512_bf16();
+    // With the bfloat16 dot tiles, from their depth on, the dot path's rows (32).
+    const int64_t rows = native ? blocked::dot_max_rows_at(4096) : kBf16OwnMaxRows;
+    const int64_t shallow_rows = kBf16OwnMaxRows;
+    ++g_checks;
+    if (bf16_own_max_rows(4096) != rows || bf16_own_max_rows(kBf16DotTilesMinDepth) != rows ||
+        bf16_own_max_rows(kBf16DotTilesMinDepth - 1) != shallow_rows ||
+        blocked::active_bf16_dot_tiles_are_native() != native ||
+        (native && rows <= kBf16OwnMaxRows)) {
+      fail("bf16_own_max_rows(4096) = " + std::to_string(bf16_own_max_rows(4096)), isa_name(isa));
+    }
+    const Case automatic_cases[] = {
+        {{rows, 4096, 4096}, Pass::forward, true},
+        {{rows + 1, 4096, 4096}, Pass::forward, false},
+        {{shallow_rows, 64, 4096}, Pass::forward, true},
+        {{shallow_rows + 1, 64, 4096}, Pass::forward, false},  // 2^20 and more
+        {{256, 64, 63}, Pass::forward, true},  // just below 2^20
+        {{256, 64, 64}, Pass::forward, false},
+        {{huge, huge, huge}, Pass::forward, false},
+        {{1, 64, 1024}, Pass::backward, true},  // 2^16
+        {{1, 64, 1025}, Pass::backward, false},
+        {{rows, 4096, 4096}, Pass::backward, false},
+    };
+    for (Bf16Policy policy : {Bf16Policy::own, Bf16Policy::aten, Bf16Policy::automatic}) {
+      set_bf16_policy(policy);
+      const std::string where = std::string("bf16 policy ") + eml::bf16_policy_name(policy) +
+                                ", " + isa_name(isa);
+      for (const Case& c : automatic_cases) {
+        const bool want = policy == Bf16Policy::automatic ? c.ours : policy == Bf16Policy::own;
+        ++g_checks;
+        if (runs_on_own_gemm(Backend::blocked, Element::bfloat16, c.size, c.pass) != want) {
+          fail("m, k, n = " + std::to_string(c.size.m) + ", " + std::to_string(c.size.k) +
+                   ", " + std::to_string(c.size.n) +
+                   (c.pass == Pass::forward ? " forward" : " backward"),
+               where);
+        }
+        if (runs_on_own_gemm(Backend::aten, Element::bfloat16, c.size, c.pass)) {
+          fail("aten runs bfloat16 on our GEMM", where);
+        }
       }
     }
   }
+  set_active_isa(detected_isa());
   set_bf16_policy(before);
   bool threw = false;
   try {
@@ -781,7 +800,9 @@ void test_run_entry() {
   const ProductSize large{4096, 4096, 4096};
   for (Element element : {Element::float32, Element::float64, Element::float16}) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
-      if (runs_on_own_gemm(Backend::aten, element, large, pass)) fail("aten runs on our GEMM", "run");
+      if (runs_on_own_gemm(Backend::aten, element, large, pass)) {
+        fail("aten runs on our GEMM", "run");
+      }
       if (!runs_on_own_gemm(Backend::blocked, element, large, pass) ||
           !runs_on_own_gemm(Backend::reference, element, large, pass)) {
         fail("blocked or reference does not run a type they compute", "run");

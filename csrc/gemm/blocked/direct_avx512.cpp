@@ -3,7 +3,8 @@
 // batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
 // GFLOP/s). The broadcast and stream tiles, one-row dot tiles, and 16-bit or compressed
-// operands stay with the AVX2 file. Also the interleaved tiles (kernels.h) of 1 to 8 rows.
+// operands stay with the AVX2 file (but bfloat16's dot tiles on CPUs with AVX512_BF16:
+// direct_avx512_bf16.cpp). Also the interleaved tiles (kernels.h) of 1 to 8 rows.
 //
 // GCC 12's AVX-512 headers warn that their own reductions read an uninitialized vector (an
 // undefined 256-bit half they then ignore), once per tile shape: not this file's values.
@@ -39,14 +40,6 @@ EML_AVX512_INLINE void prefetch_line(std::uintptr_t p) {
 template <typename T>
 EML_AVX512_INLINE void prefetch_ahead(const T* p) {
   prefetch_line<_MM_HINT_T0>(reinterpret_cast<std::uintptr_t>(p) + kAheadBytes);
-}
-
-// Elements from p to the next 64-byte boundary (0 when p is on one).
-template <typename T>
-int lanes_to_line(const T* p) {
-  constexpr std::uintptr_t kLine = 64;
-  const std::uintptr_t past = reinterpret_cast<std::uintptr_t>(p) % kLine;
-  return past == 0 ? 0 : static_cast<int>((kLine - past) / sizeof(T));
 }
 
 // acc[r][j] += A row r times B row j over the L steps from p, or over the first `count`
@@ -94,7 +87,7 @@ EML_TARGET_AVX512 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, 
   // rows: a 64-byte load across two cache lines costs two, and B is the operand streamed
   // from memory.
   int64_t p = 0;
-  const int head = ldb % L == 0 ? lanes_to_line<T>(b) : 0;
+  const int head = ldb % L == 0 ? direct_tiles::lanes_to_line(b) : 0;
   if (head > 0 && head < k) {
     dot_steps<T, R, C, true>(a, lda, b, ldb, 0, head, acc[0]);
     p = head;

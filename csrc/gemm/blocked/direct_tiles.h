@@ -7,6 +7,7 @@
 // fill_table and fill_row fill any 2-D table of tiles (the AVX-512 interleaved ones too).
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -14,6 +15,15 @@
 
 namespace eml::gemm::blocked {
 namespace direct_tiles {
+
+// Elements from p to the next 64-byte boundary (0 when p is on one): the AVX-512 dot tiles'
+// first, masked step, after which each row of B loads whole lines.
+template <typename T>
+int lanes_to_line(const T* p) {
+  constexpr std::uintptr_t kLine = 64;
+  const std::uintptr_t past = reinterpret_cast<std::uintptr_t>(p) % kLine;
+  return past == 0 ? 0 : static_cast<int>((kLine - past) / sizeof(T));
+}
 
 // table[R - 1][C - 1] = make(R, C) for C of 1 to Cols, each number a std::integral_constant
 // (a template argument inside `make`).

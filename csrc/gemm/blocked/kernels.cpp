@@ -74,6 +74,9 @@ const Kernels<S>& avx512_kernels() {
       set_avx512_interleaved_tiles(table);
     }
     if constexpr (std::is_same_v<S, float>) set_avx512_packing(table);
+    if constexpr (std::is_same_v<S, bfloat16_t>) {
+      if (cpu_has_avx512_bf16()) set_avx512_bf16_dot_tiles(table);
+    }
     return table;
   }();
   return kernels;
@@ -84,6 +87,14 @@ template const Kernels<double>& avx512_kernels<double>();
 template const Kernels<bfloat16_t>& avx512_kernels<bfloat16_t>();
 template const Kernels<float16_t>& avx512_kernels<float16_t>();
 #endif
+
+bool active_bf16_dot_tiles_are_native() {
+#if EML_GEMM_X86
+  return active_isa() == Isa::avx512 && cpu_has_avx512_bf16();
+#else
+  return false;
+#endif
+}
 
 template <typename S>
 const Kernels<S>& active_kernels() {

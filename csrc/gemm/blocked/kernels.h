@@ -192,6 +192,11 @@ template <typename T>
 void set_avx512_dot_tiles(Kernels<T>& kernels);  // float and double; 2 and 3 rows
 template <typename T>
 void set_avx512_interleaved_tiles(Kernels<T>& kernels);  // float and double
+// bfloat16's dot tiles on vdpbf16ps (direct_avx512_bf16.cpp), for CPUs with AVX512_BF16.
+void set_avx512_bf16_dot_tiles(Kernels<bfloat16_t>& kernels);
+// Whether the active kernels multiply bfloat16 with bfloat16 dot products (the AVX-512 ISA on
+// a CPU with AVX512_BF16): their dot tiles then read a bfloat16 W at memory speed.
+bool active_bf16_dot_tiles_are_native();
 template <typename S>
 void set_avx2_packing(Kernels<S>& kernels);
 void set_avx512_packing(Kernels<float>& kernels);  // the transposing pack of B panels

@@ -106,6 +106,11 @@ NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, in
   return m < n ? NarrowSide::rows : NarrowSide::cols;
 }
 
+int64_t dot_max_rows_at(int64_t k) {
+  constexpr int64_t kDotFewRows = 8;
+  return k >= kDeepK ? std::max(kDotFewRows, tuning().dot_max_rows) : kDotFewRows;
+}
+
 template <typename T>
 Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n,
                  int64_t k) {
@@ -146,7 +151,7 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
       a_bytes <= limits.stream_b_bytes) {
     return Path::transposed;
   }
-  if (dot_applies(a, b) && (m <= 8 || (m <= limits.dot_max_rows && k >= kDeepK) || n <= 8)) {
+  if (dot_applies(a, b) && (m <= dot_max_rows_at(k) || n <= 8)) {
     return Path::dot;
   }
   // A narrow B with contiguous columns (the forward's W^T) in L1, with narrow tiles (at the

@@ -30,6 +30,10 @@ template <typename T>
 NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n,
                        int64_t k);
 
+// The most rows of A for which the dot path is chosen at depth k, where it applies (A and B
+// contiguous along k): 8, and Tuning::dot_max_rows from kDeepK on.
+int64_t dot_max_rows_at(int64_t k);
+
 // The fastest path for this shape and layout (thresholds measured on Zen 3 with AVX2, and
 // on Zen 5, scaled by the caches: tuning()).
 template <typename T>
