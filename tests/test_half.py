@@ -283,14 +283,19 @@ def all_equal(first: list[torch.Tensor], second: list[torch.Tensor]) -> bool:
     return all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
 
-def depth_where_ours_and_aten_round_differently(backend: str, rows: int) -> int:
-    """A depth at which our bfloat16 output and some gradient differ from ATen's bits (our
-    float sums, in another order than ATen's kernel, round differently somewhere), so that
-    equality with ATen's shows that it ran. Which depths do depends on the CPU (with bf16 dot
-    products oneDNN matched ours at depth 1024 on Zen 4): search a few."""
+# Rows of a layer that ATen runs under every policy at the depths below (>= 1000).
+ATEN_SIZED_ROWS = 128
+
+
+def depth_where_ours_and_aten_round_differently(backend: str) -> int:
+    """A depth at which our bfloat16 output and some gradient of ATEN_SIZED_ROWS rows differ
+    from ATen's bits (our float sums, in another order than ATen's kernel, round differently
+    somewhere), so that equality with ATen's shows that it ran. Which depths do depends on
+    the CPU (with bf16 dot products oneDNN matched ours at depth 1024 on Zen 4): search a
+    few."""
     for depth in (1024, 4096, 1000, 3000):
-        own = bf16_layer_results("own", backend, rows, depth)
-        aten = bf16_layer_results("aten", backend, rows, depth)
+        own = bf16_layer_results("own", backend, ATEN_SIZED_ROWS, depth)
+        aten = bf16_layer_results("aten", backend, ATEN_SIZED_ROWS, depth)
         if not torch.equal(own[0], aten[0]) and not all_equal(own[1:], aten[1:]):
             return depth
     pytest.fail("no input found on which our bf16 GEMM and ATen's round differently")
@@ -320,11 +325,11 @@ def aten_matmul_ran(policy: str, rows: int, depth: int, width: int) -> tuple[boo
 # could not show which one ran (the routing is the same function for every backend).
 @pytest.mark.parametrize("backend", [name for name in OWN_BACKENDS if name != "reference"])
 def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
-    # 128 rows of depth >= 1000: large enough for ATen under auto too.
-    depth = depth_where_ours_and_aten_round_differently(backend, rows=128)
-    expected = bf16_layer_results("torch", backend, 128, depth)
+    depth = depth_where_ours_and_aten_round_differently(backend)
+    expected = bf16_layer_results("torch", backend, ATEN_SIZED_ROWS, depth)
     for policy in ("aten", "auto"):
-        assert all_equal(bf16_layer_results(policy, backend, 128, depth), expected), policy
+        results = bf16_layer_results(policy, backend, ATEN_SIZED_ROWS, depth)
+        assert all_equal(results, expected), policy
 
 
 # (rows, depth, width): which of the forward and the backward ATen runs under "auto". Up to

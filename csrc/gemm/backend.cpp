@@ -2,8 +2,11 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include "isa.h"
@@ -14,6 +17,27 @@
 
 namespace eml {
 namespace {
+
+// The entry of `values` that `name_of` names `name`, if any.
+template <typename Value, std::size_t N, typename NameOf>
+std::optional<Value> find_by_name(const std::array<Value, N>& values, std::string_view name,
+                                  NameOf name_of) {
+  for (Value value : values) {
+    if (name == name_of(value)) return value;
+  }
+  return std::nullopt;
+}
+
+// The names of `values`, comma-separated: the choices an error message lists.
+template <typename Values, typename NameOf>
+std::string joined_names(const Values& values, NameOf name_of) {
+  std::string names;
+  for (auto value : values) {
+    if (!names.empty()) names += ", ";
+    names += name_of(value);
+  }
+  return names;
+}
 
 constexpr std::array<Backend, 4> kAllBackends = {Backend::aten, Backend::reference,
                                                  Backend::blocked, Backend::tpp};
@@ -33,10 +57,7 @@ constexpr std::array<Bf16Policy, 3> kAllBf16Policies = {Bf16Policy::own, Bf16Pol
                                                          Bf16Policy::automatic};
 
 std::optional<Bf16Policy> parse_bf16_policy(std::string_view name) {
-  for (Bf16Policy policy : kAllBf16Policies) {
-    if (name == bf16_policy_name(policy)) return policy;
-  }
-  return std::nullopt;
+  return find_by_name(kAllBf16Policies, name, bf16_policy_name);
 }
 
 // EML_OPS_BF16 when it names a policy, else the CPU's default (the Python package raises on
@@ -82,10 +103,7 @@ const char* backend_name(Backend backend) {
 }
 
 std::optional<Backend> parse_backend(std::string_view name) {
-  for (Backend backend : kAllBackends) {
-    if (name == backend_name(backend)) return backend;
-  }
-  return std::nullopt;
+  return find_by_name(kAllBackends, name, backend_name);
 }
 
 bool backend_available(Backend backend) {
@@ -108,12 +126,7 @@ std::vector<Backend> available_backends() {
 }
 
 std::string available_backend_names() {
-  std::string names;
-  for (Backend backend : available_backends()) {
-    if (!names.empty()) names += ", ";
-    names += backend_name(backend);
-  }
-  return names;
+  return joined_names(available_backends(), backend_name);
 }
 
 Backend default_backend() { return Backend::blocked; }
@@ -172,7 +185,8 @@ const char* bf16_policy_name(Bf16Policy policy) {
 Bf16Policy require_bf16_policy(std::string_view name) {
   if (auto parsed = parse_bf16_policy(name)) return *parsed;
   throw std::invalid_argument("eml_ops: unknown bfloat16 policy '" + std::string(name) +
-                              "'; choose one of: own, aten, auto");
+                              "'; choose one of: " +
+                              joined_names(kAllBf16Policies, bf16_policy_name));
 }
 
 }  // namespace eml

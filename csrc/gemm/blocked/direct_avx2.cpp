@@ -111,13 +111,7 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const SB* b, i
              C > 3 ? row[C > 3 ? 3 : 0] : zero, sums);
     T* c_row = c + r * ldc;
 #pragma GCC unroll 4
-    for (int j = 0; j < C; ++j) {
-      if (accumulate) {
-        c_row[j] += sums[j];
-      } else {
-        c_row[j] = bias != nullptr ? sums[j] + bias[j] : sums[j];
-      }
-    }
+    for (int j = 0; j < C; ++j) direct_tiles::write_dot_sum(c_row[j], sums[j], bias, j, accumulate);
   }
 }
 

@@ -25,22 +25,8 @@
 namespace eml::gemm::blocked {
 namespace {
 
-// How far ahead of its loads a tile prefetches each row of B: the hardware prefetcher alone
-// kept too few of B's lines in flight from memory (Zen 5, 4 to 12 rows of A: 1.1-1.4x with
-// it).
-constexpr std::uintptr_t kAheadBytes = 1536;
-
-// A prefetch of the line at address p with `Hint` (_MM_HINT_T0: into L1, _MM_HINT_T1: into
-// L2). An address, not a pointer: it may lie past B's end, which a prefetch may touch.
-template <int Hint>
-EML_AVX512_INLINE void prefetch_line(std::uintptr_t p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), static_cast<_mm_hint>(Hint));
-}
-
-template <typename T>
-EML_AVX512_INLINE void prefetch_ahead(const T* p) {
-  prefetch_line<_MM_HINT_T0>(reinterpret_cast<std::uintptr_t>(p) + kAheadBytes);
-}
+using direct_tiles::prefetch_ahead;
+using direct_tiles::prefetch_line;
 
 // acc[r][j] += A row r times B row j over the L steps from p, or over the first `count`
 // of them when MASKED (lanes past those load as 0 and add nothing). Unmasked steps
@@ -106,11 +92,7 @@ EML_TARGET_AVX512 void dot_tile(int64_t k, const T* a, int64_t lda, const T* b, 
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) {
       const T sum = VT::sum(U == 2 ? VT::add(acc[0][r][j], acc[U - 1][r][j]) : acc[0][r][j]);
-      if (accumulate) {
-        c_row[j] += sum;
-      } else {
-        c_row[j] = bias != nullptr ? sum + bias[j] : sum;
-      }
+      direct_tiles::write_dot_sum(c_row[j], sum, bias, j, accumulate);
     }
   }
 }

@@ -31,8 +31,6 @@ namespace eml::gemm::blocked {
 namespace {
 
 constexpr int kLanes = 32;  // bfloat16 values per 512-bit vector
-// How far ahead of its loads a tile prefetches each row of B (as direct_avx512.cpp).
-constexpr std::uintptr_t kAheadBytes = 1536;
 
 EML_AVX512_BF16_INLINE __m512bh load(const bfloat16_t* p) {
   return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
@@ -57,11 +55,7 @@ EML_AVX512_BF16_INLINE void dot_steps(const bfloat16_t* a, int64_t lda, const bf
 #pragma GCC unroll 4
   for (int j = 0; j < C; ++j) {
     const bfloat16_t* b_row = b + j * ldb + p;
-    if constexpr (!MASKED) {
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(b_row) +
-                                                 kAheadBytes),
-                   _MM_HINT_T0);
-    }
+    if constexpr (!MASKED) direct_tiles::prefetch_ahead(b_row);
     const __m512bh bv = MASKED ? load_first(b_row, count) : load(b_row);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av[r], bv);
@@ -109,12 +103,7 @@ EML_TARGET_AVX512_BF16 void bf16_dot_tile(int64_t k, const bfloat16_t* a, int64_
 #pragma GCC unroll 4
     for (int j = 0; j < C; ++j) {
       const __m512 both = U == 2 ? _mm512_add_ps(acc[0][r][j], acc[U - 1][r][j]) : acc[0][r][j];
-      const float sum = _mm512_reduce_add_ps(both);
-      if (accumulate) {
-        c_row[j] += sum;
-      } else {
-        c_row[j] = bias != nullptr ? sum + bias[j] : sum;
-      }
+      direct_tiles::write_dot_sum(c_row[j], _mm512_reduce_add_ps(both), bias, j, accumulate);
     }
   }
 }

@@ -31,8 +31,7 @@ void dot_tile(int64_t k, const S* a, int64_t lda, const SB* b, int64_t ldb, Acc<
       T sum = 0;
       for (int l = 0; l < kLanes; ++l) sum += acc[r][j][l];
       for (int64_t q = p; q < k; ++q) sum += widen(a[r * lda + q]) * widen(b[j * ldb + q]);
-      T& out = c[r * ldc + j];
-      out = accumulate ? out + sum : (bias != nullptr ? sum + bias[j] : sum);
+      direct_tiles::write_dot_sum(c[r * ldc + j], sum, bias, j, accumulate);
     }
   }
 }
