@@ -24,25 +24,43 @@ def print_info(isa: str | None, *, as_json: bool) -> int:
     return 0
 
 
-def bf16_line() -> str:
-    """Where bfloat16 runs: the policy and, for ``auto``, which products take our GEMM."""
+def power_of_two(value: int) -> str:
+    """2^N for a power of two, else the number."""
+    exponent = value.bit_length() - 1
+    return f"2^{exponent}" if value == 1 << exponent else str(value)
+
+
+def bf16_auto_text() -> str:
+    """Which bfloat16 products the policy ``auto`` runs on our GEMM (gemm/run.h's limits)."""
     import bisect
 
+    import eml_ops
+
+    rows, deep_rows = eml_ops._C.bf16_own_max_rows(1), eml_ops._C.bf16_own_max_rows(4096)
+    deep = ""
+    if deep_rows != rows:  # from which depth on: the first where the limit is deep_rows
+        depth = bisect.bisect_left(range(4097), deep_rows, key=eml_ops._C.bf16_own_max_rows)
+        deep = f" ({deep_rows} from {depth} in-features on)"
+    limits = eml_ops._C.bf16_auto_limits()
+    weight_bytes = limits["weight_gradient_min_bytes"]
+    weight = (f"dL/dW of up to {limits['weight_gradient_rows']} rows of a weight of "
+              f"{weight_bytes / 2**20:g} MiB or more (the L3)" if weight_bytes < 2**63 - 1
+              else "no dL/dW of many multiply-adds (no L3 reported)")
+    return (f"ours run forwards of up to {rows} rows{deep} or below "
+            f"{power_of_two(limits['forward_volume'])} multiply-adds, dL/dX of up to "
+            f"{limits['input_gradient_rows']} rows, {weight}, and backwards up to "
+            f"{power_of_two(limits['backward_volume'])}; ATen the rest")
+
+
+def bf16_line() -> str:
+    """Where bfloat16 runs: the policy and, for ``auto``, which products take our GEMM."""
     import eml_ops
 
     policy = eml_ops._C.get_bf16_policy()
     kernels = ("bfloat16 dot products" if eml_ops._C.bf16_dot_tiles_are_native()
                else "widened to float32")
     line = f"bfloat16: policy {policy} (EML_OPS_BF16); our kernels {kernels}"
-    if policy == "auto":
-        rows, deep_rows = eml_ops._C.bf16_own_max_rows(1), eml_ops._C.bf16_own_max_rows(4096)
-        deep = ""
-        if deep_rows != rows:  # from which depth on: the first where the limit is deep_rows
-            depth = bisect.bisect_left(range(4097), deep_rows, key=eml_ops._C.bf16_own_max_rows)
-            deep = f" ({deep_rows} from {depth} in-features on)"
-        line += (f"; ours run forwards of up to {rows} rows{deep} or below 2^20 multiply-adds "
-                 "and backwards up to 2^16, ATen the rest")
-    return line
+    return line + f"; {bf16_auto_text()}" if policy == "auto" else line
 
 
 def main(argv: list[str] | None = None) -> int:

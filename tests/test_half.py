@@ -304,10 +304,12 @@ def depth_where_ours_and_aten_round_differently(backend: str) -> int:
 ATEN_MATMULS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
 
 
-def aten_matmul_ran(policy: str, rows: int, depth: int, width: int) -> tuple[bool, bool]:
-    """Whether ATen's matmul ran in the forward, and in the backward, of a bfloat16 layer
-    (depth -> width, `rows` rows) through eml_ops.linear under `policy`. The profiler sees the
-    ops our CPU kernels call: at::linear / at::mm where they hand the call to ATen."""
+def aten_matmul_ran(policy: str, rows: int, depth: int,
+                    width: int) -> tuple[bool, bool, bool]:
+    """Whether ATen's matmul ran in the forward, in dL/dX, and in dL/dW (with dL/db) of a
+    bfloat16 layer (depth -> width, `rows` rows) through eml_ops.linear under `policy`. The
+    profiler sees the ops our CPU kernels call: at::linear / at::mm where they hand the call to
+    ATen."""
     x, w, b = (torch.randn(*shape, dtype=torch.bfloat16).requires_grad_()
                for shape in ((rows, depth), (width, depth), (width,)))
     grad = torch.randn(rows, width, dtype=torch.bfloat16)
@@ -315,10 +317,12 @@ def aten_matmul_ran(policy: str, rows: int, depth: int, width: int) -> tuple[boo
     with bf16_policy(policy), eml_ops.use_backend("blocked"):
         with torch.profiler.profile(activities=activities) as forward:
             y = eml_ops.linear(x, w, b)
-        with torch.profiler.profile(activities=activities) as backward:
-            y.backward(grad)
+        with torch.profiler.profile(activities=activities) as input_gradient:
+            torch.autograd.grad(y, [x], grad, retain_graph=True)
+        with torch.profiler.profile(activities=activities) as weight_gradient:
+            torch.autograd.grad(y, [w, b], grad)
     return tuple(any(event.name in ATEN_MATMULS for event in run.events())
-                 for run in (forward, backward))
+                 for run in (forward, input_gradient, weight_gradient))
 
 
 # Not `reference`: its plain float loops happen to round like oneDNN on these inputs, so it
@@ -332,27 +336,55 @@ def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
         assert all_equal(results, expected), policy
 
 
-# (rows, depth, width): which of the forward and the backward ATen runs under "auto". Up to
+# (rows, depth, width): which of the forward, dL/dX and dL/dW ATen runs under "auto". Up to
 # OWN_ROWS rows at depth 4096 (more with bfloat16 dot tiles of our own) the forward is ours
-# at any size.
+# at any size; dL/dW of up to 16 rows from a weight of the L3's size on (L3_WIDTH columns of
+# depth 4096).
 OWN_ROWS = eml_ops._C.bf16_own_max_rows(4096)
+LIMITS = eml_ops._C.bf16_auto_limits()
+INPUT_ROWS, WEIGHT_ROWS = LIMITS["input_gradient_rows"], LIMITS["weight_gradient_rows"]
+L3_WIDTH = -(-LIMITS["weight_gradient_min_bytes"] // (2 * 4096))
 AUTO_ROUTING = [
-    ((1, 4096, 1024), (False, True)),   # our forward; a backward above 2^16
-    ((OWN_ROWS, 4096, 1024), (False, True)),
-    ((OWN_ROWS + 1, 4096, 1024), (True, True)),  # 2^22 multiply-adds or more: ATen's
-    ((255, 64, 64), (False, True)),     # a forward below 2^20 (the backward above 2^16)
-    ((256, 64, 64), (True, True)),      # 2^20
-    ((16, 64, 64), (False, False)),     # a backward of 2^16
-    ((17, 64, 64), (False, True)),
+    ((1, 4096, 1024), (False, False, True)),   # our forward and dL/dX; a dL/dW above 2^16
+    ((OWN_ROWS, 4096, 1024), (False, OWN_ROWS > INPUT_ROWS, True)),
+    ((OWN_ROWS + 1, 4096, 1024), (True, True, True)),  # 2^22 multiply-adds or more: ATen's
+    ((INPUT_ROWS, 64, 4096), (False, False, True)),
+    ((INPUT_ROWS + 1, 64, 4096), (False, True, True)),
+    ((255, 64, 64), (False, True, True)),      # a forward below 2^20 (a backward above 2^16)
+    ((256, 64, 64), (True, True, True)),       # 2^20
+    ((16, 64, 64), (False, False, False)),     # a backward of 2^16
+    ((17, 64, 64), (False, True, True)),
 ]
+# The weight gradient where ATen's is slow: only where the CPU reports an L3 (a test layer
+# of at most 128 MiB).
+if L3_WIDTH * 4096 * 2 <= 128 << 20:
+    AUTO_ROUTING += [((WEIGHT_ROWS, 4096, L3_WIDTH), (WEIGHT_ROWS > OWN_ROWS, True, False)),
+                     ((WEIGHT_ROWS + 1, 4096, L3_WIDTH), (WEIGHT_ROWS >= OWN_ROWS, True, True)),
+                     ((1, 4096, L3_WIDTH - 1), (False, False, True))]
 
 
 @pytest.mark.parametrize(("size", "aten_runs"), AUTO_ROUTING)
 def test_bf16_auto_policy_runs_small_products_on_ours(
-        size: tuple[int, int, int], aten_runs: tuple[bool, bool]) -> None:
+        size: tuple[int, int, int], aten_runs: tuple[bool, bool, bool]) -> None:
     assert aten_matmul_ran("auto", *size) == aten_runs
-    assert aten_matmul_ran("own", *size) == (False, False)
-    assert aten_matmul_ran("aten", *size) == (True, True)
+    assert aten_matmul_ran("own", *size) == (False, False, False)
+    assert aten_matmul_ran("aten", *size) == (True, True, True)
+
+
+def test_bf16_auto_policy_splits_the_backward_correctly() -> None:
+    # dL/dX of few rows on ours, dL/dW and dL/db on ATen's, in one call of linear_backward:
+    # each against float64, rounded to bfloat16 (through the casts), one unit in the last place.
+    rows, depth, width = INPUT_ROWS, 300, 700
+    assert aten_matmul_ran("auto", rows, depth, width) == (False, False, True)
+    x, w, b = (torch.randn(*shape, dtype=torch.bfloat16, requires_grad=True)
+               for shape in ((rows, depth), (width, depth), (width,)))
+    grad = torch.randn(rows, width, dtype=torch.bfloat16)
+    with bf16_policy("auto"), eml_ops.use_backend("blocked"):
+        got = torch.autograd.grad(eml_ops.linear(x, w, b), [x, w, b], grad)
+    expected = torch.autograd.grad(F.linear(x.double(), w.double(), b.double()), [x, w, b],
+                                   grad.double())
+    for name, value, want in zip("xwb", got, expected, strict=True):
+        torch.testing.assert_close(value, want, rtol=2**-7, atol=1e-2, msg=name)
 
 
 def test_bf16_dot_tiles_flush_subnormal_inputs_only_where_native() -> None:

@@ -252,7 +252,10 @@ def test_info_command() -> None:
         bf16 = subprocess.run(command, capture_output=True, text=True, check=True,
                               env={**os.environ, "EML_OPS_BF16": policy}).stdout
         assert f"bfloat16: policy {policy} (EML_OPS_BF16)" in bf16
+        limits = eml_ops._C.bf16_auto_limits()
         assert (f"ours run forwards of up to {eml_ops._C.bf16_own_max_rows(1)} rows"
+                in bf16) == (policy == "auto")
+        assert (f"dL/dX of up to {limits['input_gradient_rows']} rows"
                 in bf16) == (policy == "auto")
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
     assert json.loads(as_json.stdout) == json.loads(json.dumps(tuning))  # tuples as lists

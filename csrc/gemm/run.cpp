@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "blocked/compressed_gemm.h"
 #include "blocked/kernels.h"
 #include "blocked/path.h"
+#include "cache_info.h"
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "tpp/tpp_gemm.h"
 #endif
@@ -44,9 +46,27 @@ bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass p
   // In double: m·k·n of a large product overflows int64_t.
   const double volume = static_cast<double>(size.m) * static_cast<double>(size.k) *
                         static_cast<double>(size.n);
-  if (pass == Pass::backward) return volume <= static_cast<double>(kBf16OwnBackwardVolume);
-  return size.m <= bf16_own_max_rows(size.k) ||
-         volume < static_cast<double>(kBf16OwnForwardVolume);
+  switch (pass) {
+    case Pass::forward:
+      return size.m <= bf16_own_max_rows(size.k) ||
+             volume < static_cast<double>(kBf16OwnForwardVolume);
+    case Pass::input_gradient:
+      return volume <= static_cast<double>(kBf16OwnBackwardVolume) ||
+             size.m <= kBf16OwnInputGradientRows;
+    case Pass::weight_gradient: {
+      const double weight_bytes = static_cast<double>(size.k) * static_cast<double>(size.n) *
+                                  static_cast<double>(sizeof(bfloat16_t));
+      return volume <= static_cast<double>(kBf16OwnBackwardVolume) ||
+             (size.m <= kBf16OwnWeightGradientRows &&
+              weight_bytes >= static_cast<double>(bf16_own_weight_gradient_min_bytes()));
+    }
+  }
+  return false;
+}
+
+int64_t bf16_own_weight_gradient_min_bytes() {
+  const CacheLevel& l3 = cache_info().l3;
+  return l3.size_bytes > 0 ? l3.size_bytes : std::numeric_limits<int64_t>::max();
 }
 
 int64_t bf16_own_max_rows(int64_t k) {

@@ -21,13 +21,18 @@ enum class Element { float32, float64, bfloat16, float16 };
 struct ProductSize {
   int64_t m = 0, k = 0, n = 0;
 };
-enum class Pass { forward, backward };
+// A layer's products: the forward Y = X·W^T, and the backward's dL/dX = G·W and dL/dW =
+// G^T·X (with dL/db, the column sums of G).
+enum class Pass { forward, input_gradient, weight_gradient };
 
 // Whether run() computes `element` on `backend` for a layer's `pass` of `size` (false: the
 // caller runs ATen's kernels). aten: never. float32, float64, float16: on every other
 // backend. bfloat16: as bf16_policy() says (backend.h); under Bf16Policy::automatic
-// the forward when m <= bf16_own_max_rows(k) or m·k·n < kBf16OwnForwardVolume, the backward
-// when m·k·n <= kBf16OwnBackwardVolume.
+//   the forward when m <= bf16_own_max_rows(k) or m·k·n < kBf16OwnForwardVolume;
+//   either gradient when m·k·n <= kBf16OwnBackwardVolume;
+//   dL/dX when m <= kBf16OwnInputGradientRows;
+//   dL/dW when m <= kBf16OwnWeightGradientRows and the weight (k·n bfloat16 values) takes
+//   bf16_own_weight_gradient_min_bytes() or more.
 bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass pass);
 
 // The most rows of a bfloat16 forward of depth k that Bf16Policy::automatic runs on ours at
@@ -36,18 +41,28 @@ bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass p
 // the rows the dot path takes at that depth (blocked::dot_max_rows_at: 32).
 int64_t bf16_own_max_rows(int64_t k);
 
+// The smallest bfloat16 weight whose dL/dW of few rows Bf16Policy::automatic runs on ours:
+// the L3's size (cache_info.h; INT64_MAX, never, where the CPU does not report it).
+int64_t bf16_own_weight_gradient_min_bytes();
+
 // Measured on Zen 4 against oneDNN's bfloat16 kernels (torch 2.13), 1 and 2 threads. Our
 // float32-widening kernels: a forward of up to 3 rows streams the weight 1.04-3.6x faster
 // (oneDNN catches up at 4 rows: 0.8-1.6x). Our bfloat16 dot tiles (vdpbf16ps), on the dot
 // path: 1.04-4.5x up to 32 rows at depths of 512 and more (2 threads 1.2-5.6x); shallower,
 // they lose sooner (depth 64 x 4096 columns, 1 thread: 4 rows 1.35x, 7 rows 0.98x; depth 32
 // x 8192: 4 rows 0.86x). Forwards below 2^20 multiply-adds run 1.36-7.8x faster (oneDNN's cost
-// per call; 0.92-1.27x at 2^20). The backward's dL/dW at few rows mostly loses on ours from
-// 2^18 up (0.22-0.78x), so only backwards up to 2^16 run on ours (1.1-6x).
+// per call; 0.92-1.27x at 2^20), backwards up to 2^16 1.1-6x. dL/dX, 1024^2 to 4096 x 11008:
+// 1 row (our stream path) 1.1-2.6x, 2 rows 0.97-2.2x (2 threads 1.0-3.3x), 3 rows and more
+// 0.5-1.6x. dL/dW of few rows is write-bound: a weight within the L3 (32 MiB) oneDNN writes
+// at 10-20 GB/s, ours at 0.3-0.7x that; from the L3's size on oneDNN drops to 2 GB/s (4096 x
+// 4000: 2.9 ms, 4096 x 4097: 17.8 ms), and ours runs 2.1-2.6x up to 4 rows, 1.3-1.8x up to 16
+// (2 threads 1.0-2.8x), 32 rows 0.75-1.3x.
 inline constexpr int64_t kBf16OwnMaxRows = 3;
 inline constexpr int64_t kBf16DotTilesMinDepth = 256;
 inline constexpr int64_t kBf16OwnForwardVolume = int64_t{1} << 20;
 inline constexpr int64_t kBf16OwnBackwardVolume = int64_t{1} << 16;
+inline constexpr int64_t kBf16OwnInputGradientRows = 2;
+inline constexpr int64_t kBf16OwnWeightGradientRows = 16;
 
 // C = A·B (+ epilogue) on `backend`, with the contract of blocked_gemm (blocked_gemm.h):
 // beta = 0, any strides of A and B, C row-major; std::invalid_argument on mismatched

@@ -727,7 +727,7 @@ void test_isa_switching() {
 }
 
 // bfloat16 under each policy: own and aten whatever the size; auto by rows and m·k·n at
-// the limits of run.h, forward and backward (a product whose m·k·n overflows int64_t too).
+// the limits of run.h, forward and each gradient (a product whose m·k·n overflows int64_t too).
 void check_bf16_routing() {
   struct Case {
     ProductSize size;
@@ -742,6 +742,16 @@ void check_bf16_routing() {
     // With the bfloat16 dot tiles, from their depth on, the dot path's rows (32).
     const int64_t rows = native ? blocked::dot_max_rows_at(4096) : kBf16OwnMaxRows;
     const int64_t shallow_rows = kBf16OwnMaxRows;
+    // dL/dW of few rows from a weight of the L3's size on; never where the CPU reports none.
+    const int64_t l3_bytes = cache_info().l3.size_bytes;
+    const bool l3_known = l3_bytes > 0;
+    ++g_checks;
+    if (bf16_own_weight_gradient_min_bytes() !=
+        (l3_known ? l3_bytes : std::numeric_limits<int64_t>::max())) {
+      fail("bf16_own_weight_gradient_min_bytes() is not the L3's size", isa_name(isa));
+    }
+    // The out-features of a weight of one in-feature and the L3's size.
+    const int64_t weight_gradient_from = l3_known ? l3_bytes / 2 : int64_t{1} << 20;
     ++g_checks;
     if (bf16_own_max_rows(4096) != rows || bf16_own_max_rows(kBf16DotTilesMinDepth) != rows ||
         bf16_own_max_rows(kBf16DotTilesMinDepth - 1) != shallow_rows ||
@@ -757,9 +767,17 @@ void check_bf16_routing() {
         {{256, 64, 63}, Pass::forward, true},  // just below 2^20
         {{256, 64, 64}, Pass::forward, false},
         {{huge, huge, huge}, Pass::forward, false},
-        {{1, 64, 1024}, Pass::backward, true},  // 2^16
-        {{1, 64, 1025}, Pass::backward, false},
-        {{rows, 4096, 4096}, Pass::backward, false},
+        {{4, 64, 256}, Pass::input_gradient, true},  // 2^16
+        {{4, 64, 257}, Pass::input_gradient, false},
+        {{kBf16OwnInputGradientRows, 4096, 4096}, Pass::input_gradient, true},
+        {{kBf16OwnInputGradientRows + 1, 4096, 4096}, Pass::input_gradient, false},
+        {{4, 64, 256}, Pass::weight_gradient, true},  // 2^16
+        {{4, 64, 257}, Pass::weight_gradient, false},
+        {{kBf16OwnWeightGradientRows, 1, weight_gradient_from}, Pass::weight_gradient,
+         l3_known},
+        {{kBf16OwnWeightGradientRows + 1, 1, weight_gradient_from}, Pass::weight_gradient,
+         false},
+        {{1, 1, weight_gradient_from - 1}, Pass::weight_gradient, false},
     };
     for (Bf16Policy policy : {Bf16Policy::own, Bf16Policy::aten, Bf16Policy::automatic}) {
       set_bf16_policy(policy);
@@ -771,7 +789,7 @@ void check_bf16_routing() {
         if (runs_on_own_gemm(Backend::blocked, Element::bfloat16, c.size, c.pass) != want) {
           fail("m, k, n = " + std::to_string(c.size.m) + ", " + std::to_string(c.size.k) +
                    ", " + std::to_string(c.size.n) +
-                   (c.pass == Pass::forward ? " forward" : " backward"),
+                   " pass " + std::to_string(static_cast<int>(c.pass)),
                where);
         }
         if (runs_on_own_gemm(Backend::aten, Element::bfloat16, c.size, c.pass)) {
@@ -799,7 +817,7 @@ void test_run_entry() {
   const Threading serial;
   const ProductSize large{4096, 4096, 4096};
   for (Element element : {Element::float32, Element::float64, Element::float16}) {
-    for (Pass pass : {Pass::forward, Pass::backward}) {
+    for (Pass pass : {Pass::forward, Pass::input_gradient, Pass::weight_gradient}) {
       if (runs_on_own_gemm(Backend::aten, element, large, pass)) {
         fail("aten runs on our GEMM", "run");
       }
@@ -1663,12 +1681,15 @@ int main(int argc, char** argv) {
   check_exact_rounding<float16_t>(rng);
   run_tests<bfloat16_t>();
   run_tests<float16_t>();
-  // 16-bit outputs beyond the 8 MiB float buffer: blocks of rows and of columns.
+  // 16-bit outputs beyond the 8 MiB float buffer: blocks of rows and of columns; shallow
+  // products (k <= kShallowK) in blocks within half of L2 (staging_block), one of them wider
+  // than such a block.
   const std::vector<Variant> best_and_generic = {{detected_isa(), Path::automatic, 1},
                                                  {detected_isa(), Path::automatic, 2},
                                                  {Isa::generic, Path::automatic, 1}};
   for (const auto& s :
-       {std::array<int64_t, 3>{700, 3100, 3}, std::array<int64_t, 3>{150, 15000, 5}}) {
+       {std::array<int64_t, 3>{700, 3100, 3}, std::array<int64_t, 3>{150, 15000, 5},
+        std::array<int64_t, 3>{3, 300001, 2}}) {
     check_problem<bfloat16_t>({s[0], s[1], s[2], Layout::row_major, Layout::col_major, true, true},
                               best_and_generic, rng);
     check_problem<float16_t>({s[0], s[1], s[2], Layout::col_major, Layout::row_major, true, true},

@@ -66,6 +66,25 @@ int64_t max_block_cols(const CacheBlocks& blocks) {
   return std::max(blocks.nc, kAccumulatorElements / blocks.mc / blocks.nc * blocks.nc);
 }
 
+struct StagingBlock {
+  int64_t rows = 0, cols = 0;
+};
+
+// The block of C that a 16-bit product computes in float before rounding it. Where writing C
+// bounds the product (k <= kShallowK, e.g. dL/dW of 1 row), a block within half of L2, so
+// that its float results are rounded while they are there and only S goes to memory (dL/dW
+// of 1 x 4096 x 4096 in bfloat16, Zen 4: 7.1 against 9.6 ms). Else the large blocks above:
+// the packed path packs B again per block of rows, the packing-free paths read it again.
+StagingBlock staging_block(int64_t m, int64_t n, int64_t k) {
+  if (k <= kShallowK) {
+    const int64_t elements = std::max<int64_t>(1, tuning().stream_b_bytes / 2 / sizeof(float));
+    return {std::clamp<int64_t>(elements / n, 1, m), std::min(n, elements)};
+  }
+  const CacheBlocks& blocks = tuning().blocks<float>();
+  const int64_t cols = std::min(n, max_block_cols(blocks));
+  return {std::min(m, std::max(blocks.mc, kAccumulatorElements / cols)), cols};
+}
+
 // A 16-bit GEMM's share on one thread: float results (and float row sums) in the thread's
 // accumulator buffer, rounded once to S.
 template <typename S>
@@ -73,10 +92,7 @@ void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
                               ConstMatrixView<S> b, OutputMatrix<S> c, const float* bias,
                               S* row_sums) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  const CacheBlocks& blocks = tuning().blocks<float>();
-  const int64_t block_cols = std::min(n, max_block_cols(blocks));
-  const int64_t block_rows =
-      std::min(m, std::max(blocks.mc, kAccumulatorElements / block_cols));
+  const auto [block_rows, block_cols] = staging_block(m, n, k);
   // Rows that do not alias, so that the packed path need not stage them again.
   const int64_t results_ld = unaliased_ld<float>(block_cols);
   float* results = accumulator_buffer(static_cast<size_t>(block_rows * (results_ld + 1)));

@@ -24,8 +24,6 @@ constexpr int64_t kCopiedBMaxCols = 64;
 // to transposed_max_rows (path.h), and the dot path up to Tuning::dot_max_rows.
 constexpr int64_t kDeepK = 256;
 
-// At most this many steps of k count as shallow (write-bound).
-constexpr int64_t kShallowK = 4;
 
 // narrow_side: at most this many values on the narrow side of C, from this depth on, with the
 // other side's rows each shorter than a page. G^T·X against the packed path, 1 thread, rows x

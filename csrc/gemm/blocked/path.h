@@ -11,6 +11,9 @@ namespace eml::gemm::blocked {
 
 enum class Path { automatic, packed, dot, broadcast, stream, transposed, interleaved };
 
+// At most this many steps of k count as shallow: the product is bound by the writes of C.
+inline constexpr int64_t kShallowK = 4;
+
 // The most rows of A (whole broadcast tiles) for which the transposed path is chosen:
 // Tuning::transposed_max_rows for float; for double one tile (Zen 3: 8 rows 1.5x, 16 to 32
 // rows 0.95x-1.2x, 64 rows 0.8x). Rows that are not whole tiles (12, 20 of float) ran

@@ -9,7 +9,9 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
+#include <tuple>
 
 #include "gemm/backend.h"
 #include "gemm/blocked/blocked_gemm.h"
@@ -132,32 +134,49 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     std::array<bool, 3> output_mask) {
   const Backend backend = current_backend();
-  if (!runs_on_own_gemm(backend, input, weight, gemm::Pass::backward)) {
+  const auto [wants_grad_input, wants_grad_weight, wants_grad_bias] = output_mask;
+  // Which gradients our GEMM computes (dL/db goes with dL/dW); bfloat16 may hand either to
+  // ATen (gemm::runs_on_own_gemm).
+  const bool input_on_own =
+      wants_grad_input && runs_on_own_gemm(backend, input, weight, gemm::Pass::input_gradient);
+  const bool weight_on_own =
+      (wants_grad_weight || wants_grad_bias) &&
+      runs_on_own_gemm(backend, input, weight, gemm::Pass::weight_gradient);
+  if (!input_on_own && !weight_on_own) {
     return composite::linear_backward_aten(grad_output, input, weight, output_mask);
   }
   detail::check_linear_backward_args("eml::linear_backward", grad_output, input, weight);
-  const auto [wants_grad_input, wants_grad_weight, wants_grad_bias] = output_mask;
   const at::Tensor grad_2d = detail::as_matrix(grad_output);
   const at::Tensor input_2d = detail::as_matrix(input);
   at::Tensor grad_input, grad_weight, grad_bias;
-  if (wants_grad_input) grad_input = empty_output(input_2d.sizes(), input.options());
-  if (wants_grad_weight) grad_weight = empty_output(weight.sizes(), weight.options());
-  if (wants_grad_bias) grad_bias = at::empty({weight.size(0)}, weight.options());
+  const std::array<bool, 3> aten_mask{wants_grad_input && !input_on_own,
+                                      wants_grad_weight && !weight_on_own,
+                                      wants_grad_bias && !weight_on_own};
+  if (aten_mask[0] || aten_mask[1] || aten_mask[2]) {
+    std::tie(grad_input, grad_weight, grad_bias) =
+        composite::linear_backward_aten(grad_output, input, weight, aten_mask);
+  }
+  if (input_on_own) grad_input = empty_output(input_2d.sizes(), input.options());
+  if (weight_on_own && wants_grad_weight) {
+    grad_weight = empty_output(weight.sizes(), weight.options());
+  }
+  if (weight_on_own && wants_grad_bias) grad_bias = at::empty({weight.size(0)}, weight.options());
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, input.scalar_type(),
                                   "eml::linear_backward", [&] {
     using element_t = gemm_t<scalar_t>;
-    if (wants_grad_input) {  // dL/dX = dL/dY · W
+    if (input_on_own) {  // dL/dX = dL/dY · W
       gemm::run<element_t>(backend, matrix_view<scalar_t>(grad_2d), matrix_view<scalar_t>(weight),
                            output_matrix<scalar_t>(grad_input), {}, torch_threading());
     }
-    if (wants_grad_weight) {  // dL/dW = (dL/dY)^T · X, and dL/db = row sums of (dL/dY)^T
+    if (weight_on_own && wants_grad_weight) {
+      // dL/dW = (dL/dY)^T · X, and dL/db = row sums of (dL/dY)^T
       gemm::Epilogue<element_t> epilogue;
       epilogue.a_row_sums = wants_grad_bias ? gemm_mutable_data<scalar_t>(grad_bias) : nullptr;
       gemm::run(backend, matrix_view<scalar_t>(grad_2d).transposed(),
                 matrix_view<scalar_t>(input_2d), output_matrix<scalar_t>(grad_weight), epilogue,
                 torch_threading());
-    } else if (wants_grad_bias) {
+    } else if (weight_on_own && wants_grad_bias) {
       // Summed in float32 (the 16-bit types too), rounded once.
       grad_bias.copy_(grad_2d.sum({0}, /*keepdim=*/false, at::toOpMathType(grad_2d.scalar_type())));
     }
