@@ -42,13 +42,9 @@ def bf16_auto_text() -> str:
         depth = bisect.bisect_left(range(4097), deep_rows, key=eml_ops._C.bf16_own_max_rows)
         deep = f" ({deep_rows} from {depth} in-features on)"
     limits = eml_ops._C.bf16_auto_limits()
-    weight_bytes = limits["weight_gradient_min_bytes"]
-    weight = (f"dL/dW of up to {limits['weight_gradient_rows']} rows of a weight of "
-              f"{weight_bytes / 2**20:g} MiB or more (the L3)" if weight_bytes < 2**63 - 1
-              else "no dL/dW of many multiply-adds (no L3 reported)")
     return (f"ours run forwards of up to {rows} rows{deep} or below "
             f"{power_of_two(limits['forward_volume'])} multiply-adds, dL/dX of up to "
-            f"{limits['input_gradient_rows']} rows, {weight}, and backwards up to "
+            f"{limits['input_gradient_rows']} rows, and backwards up to "
             f"{power_of_two(limits['backward_volume'])}; ATen the rest")
 
 

@@ -29,9 +29,9 @@ Scope, as with ``torch.autocast``:
 Backends other than ``aten`` run float32, float64, float16 and bfloat16 on our GEMMs (the
 16-bit types computed in float32 and rounded once; ``tpp`` hands the 16-bit types to
 ``blocked``). On CPUs with bfloat16 dot products (AVX512_BF16, AMX) bfloat16 takes the policy
-``auto``: the small products on ours (few rows, or below 2^20 multiply-adds; the weight
-gradient of few rows of a weight beyond the L3; ``python -m eml_ops info`` says which) and the
-rest on ATen, whose oneDNN kernels are several times faster there. ``EML_OPS_BF16=own|aten|auto``
+``auto``: the small products on ours (few rows, or below 2^20 multiply-adds; ``python -m
+eml_ops info`` says which) and the rest on ATen, whose oneDNN kernels are several times faster
+there. ``EML_OPS_BF16=own|aten|auto``
 (or ``eml_ops._C.set_bf16_policy``) overrides that choice. Other dtypes, and tensors on
 other devices, always go through ATen.
 """

@@ -338,12 +338,9 @@ def test_bf16_sent_to_aten_is_f_linear_bit_for_bit(backend: str) -> None:
 
 # (rows, depth, width): which of the forward, dL/dX and dL/dW ATen runs under "auto". Up to
 # OWN_ROWS rows at depth 4096 (more with bfloat16 dot tiles of our own) the forward is ours
-# at any size; dL/dW of up to 16 rows from a weight of the L3's size on (L3_WIDTH columns of
-# depth 4096).
+# at any size, and dL/dX up to INPUT_ROWS.
 OWN_ROWS = eml_ops._C.bf16_own_max_rows(4096)
-LIMITS = eml_ops._C.bf16_auto_limits()
-INPUT_ROWS, WEIGHT_ROWS = LIMITS["input_gradient_rows"], LIMITS["weight_gradient_rows"]
-L3_WIDTH = -(-LIMITS["weight_gradient_min_bytes"] // (2 * 4096))
+INPUT_ROWS = eml_ops._C.bf16_auto_limits()["input_gradient_rows"]
 AUTO_ROUTING = [
     ((1, 4096, 1024), (False, False, True)),   # our forward and dL/dX; a dL/dW above 2^16
     ((OWN_ROWS, 4096, 1024), (False, OWN_ROWS > INPUT_ROWS, True)),
@@ -355,12 +352,6 @@ AUTO_ROUTING = [
     ((16, 64, 64), (False, False, False)),     # a backward of 2^16
     ((17, 64, 64), (False, True, True)),
 ]
-# The weight gradient where ATen's is slow: only where the CPU reports an L3 (a test layer
-# of at most 128 MiB).
-if L3_WIDTH * 4096 * 2 <= 128 << 20:
-    AUTO_ROUTING += [((WEIGHT_ROWS, 4096, L3_WIDTH), (WEIGHT_ROWS > OWN_ROWS, True, False)),
-                     ((WEIGHT_ROWS + 1, 4096, L3_WIDTH), (WEIGHT_ROWS >= OWN_ROWS, True, True)),
-                     ((1, 4096, L3_WIDTH - 1), (False, False, True))]
 
 
 @pytest.mark.parametrize(("size", "aten_runs"), AUTO_ROUTING)

@@ -1,7 +1,6 @@
 #include "run.h"
 
 #include <algorithm>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -9,7 +8,6 @@
 #include "blocked/compressed_gemm.h"
 #include "blocked/kernels.h"
 #include "blocked/path.h"
-#include "cache_info.h"
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "tpp/tpp_gemm.h"
 #endif
@@ -53,20 +51,10 @@ bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass p
     case Pass::input_gradient:
       return volume <= static_cast<double>(kBf16OwnBackwardVolume) ||
              size.m <= kBf16OwnInputGradientRows;
-    case Pass::weight_gradient: {
-      const double weight_bytes = static_cast<double>(size.k) * static_cast<double>(size.n) *
-                                  static_cast<double>(sizeof(bfloat16_t));
-      return volume <= static_cast<double>(kBf16OwnBackwardVolume) ||
-             (size.m <= kBf16OwnWeightGradientRows &&
-              weight_bytes >= static_cast<double>(bf16_own_weight_gradient_min_bytes()));
-    }
+    case Pass::weight_gradient:
+      return volume <= static_cast<double>(kBf16OwnBackwardVolume);
   }
   return false;
-}
-
-int64_t bf16_own_weight_gradient_min_bytes() {
-  const CacheLevel& l3 = cache_info().l3;
-  return l3.size_bytes > 0 ? l3.size_bytes : std::numeric_limits<int64_t>::max();
 }
 
 int64_t bf16_own_max_rows(int64_t k) {

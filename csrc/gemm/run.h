@@ -29,10 +29,8 @@ enum class Pass { forward, input_gradient, weight_gradient };
 // caller runs ATen's kernels). aten: never. float32, float64, float16: on every other
 // backend. bfloat16: as bf16_policy() says (backend.h); under Bf16Policy::automatic
 //   the forward when m <= bf16_own_max_rows(k) or m·k·n < kBf16OwnForwardVolume;
-//   either gradient when m·k·n <= kBf16OwnBackwardVolume;
-//   dL/dX when m <= kBf16OwnInputGradientRows;
-//   dL/dW when m <= kBf16OwnWeightGradientRows and the weight (k·n bfloat16 values) takes
-//   bf16_own_weight_gradient_min_bytes() or more.
+//   dL/dX when m <= kBf16OwnInputGradientRows or m·k·n <= kBf16OwnBackwardVolume;
+//   dL/dW when m·k·n <= kBf16OwnBackwardVolume.
 bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass pass);
 
 // The most rows of a bfloat16 forward of depth k that Bf16Policy::automatic runs on ours at
@@ -40,10 +38,6 @@ bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass p
 // multiply bfloat16 with bfloat16 dot products (blocked::active_bf16_dot_tiles_are_native),
 // the rows the dot path takes at that depth (blocked::dot_max_rows_at: 32).
 int64_t bf16_own_max_rows(int64_t k);
-
-// The smallest bfloat16 weight whose dL/dW of few rows Bf16Policy::automatic runs on ours:
-// the L3's size (cache_info.h; INT64_MAX, never, where the CPU does not report it).
-int64_t bf16_own_weight_gradient_min_bytes();
 
 // Measured on Zen 4 against oneDNN's bfloat16 kernels (torch 2.13), 1 and 2 threads. Our
 // float32-widening kernels: a forward of up to 3 rows streams the weight 1.04-3.6x faster
@@ -53,16 +47,13 @@ int64_t bf16_own_weight_gradient_min_bytes();
 // x 8192: 4 rows 0.86x). Forwards below 2^20 multiply-adds run 1.36-7.8x faster (oneDNN's cost
 // per call; 0.92-1.27x at 2^20), backwards up to 2^16 1.1-6x. dL/dX, 1024^2 to 4096 x 11008:
 // 1 row (our stream path) 1.1-2.6x, 2 rows 0.97-2.2x (2 threads 1.0-3.3x), 3 rows and more
-// 0.5-1.6x. dL/dW of few rows is write-bound: a weight within the L3 (32 MiB) oneDNN writes
-// at 10-20 GB/s, ours at 0.3-0.7x that; from the L3's size on oneDNN drops to 2 GB/s (4096 x
-// 4000: 2.9 ms, 4096 x 4097: 17.8 ms), and ours runs 2.1-2.6x up to 4 rows, 1.3-1.8x up to 16
-// (2 threads 1.0-2.8x), 32 rows 0.75-1.3x.
+// 0.5-1.6x. dL/dW of few rows (write-bound) runs 0.3-0.8x on ours, its output allocated alike
+// (with huge pages: the CPU kernel allocates the gradients it hands to ATen).
 inline constexpr int64_t kBf16OwnMaxRows = 3;
 inline constexpr int64_t kBf16DotTilesMinDepth = 256;
 inline constexpr int64_t kBf16OwnForwardVolume = int64_t{1} << 20;
 inline constexpr int64_t kBf16OwnBackwardVolume = int64_t{1} << 16;
 inline constexpr int64_t kBf16OwnInputGradientRows = 2;
-inline constexpr int64_t kBf16OwnWeightGradientRows = 16;
 
 // C = A·B (+ epilogue) on `backend`, with the contract of blocked_gemm (blocked_gemm.h):
 // beta = 0, any strides of A and B, C row-major; std::invalid_argument on mismatched

@@ -121,13 +121,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     limits["forward_volume"] = eml::gemm::kBf16OwnForwardVolume;
     limits["backward_volume"] = eml::gemm::kBf16OwnBackwardVolume;
     limits["input_gradient_rows"] = eml::gemm::kBf16OwnInputGradientRows;
-    limits["weight_gradient_rows"] = eml::gemm::kBf16OwnWeightGradientRows;
-    limits["weight_gradient_min_bytes"] = eml::gemm::bf16_own_weight_gradient_min_bytes();
     return limits;
   }, "The limits of the bfloat16 policy 'auto' (gemm/run.h): ours runs forwards below "
-     "forward_volume multiply-adds (or of up to bf16_own_max_rows rows), either gradient up to "
-     "backward_volume, dL/dX of up to input_gradient_rows rows, dL/dW of up to "
-     "weight_gradient_rows rows of a weight of weight_gradient_min_bytes or more (the L3).");
+     "forward_volume multiply-adds (or of up to bf16_own_max_rows rows), dL/dX of up to "
+     "input_gradient_rows rows, and either gradient up to backward_volume.");
   m.def("bf16_dot_tiles_are_native", &eml::gemm::blocked::active_bf16_dot_tiles_are_native,
         "Whether the active kernels multiply bfloat16 with AVX512_BF16's dot products.");
   m.def("cpu_splits_avx512", &eml::gemm::cpu_splits_avx512,
