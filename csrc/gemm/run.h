@@ -47,7 +47,7 @@ int64_t bf16_own_max_rows(int64_t k);
 // x 8192: 4 rows 0.86x). Forwards below 2^20 multiply-adds run 1.36-7.8x faster (oneDNN's cost
 // per call; 0.92-1.27x at 2^20), backwards up to 2^16 1.1-6x. dL/dX, 1024^2 to 4096 x 11008:
 // 1 row (our stream path) 1.1-2.6x, 2 rows 0.97-2.2x (2 threads 1.0-3.3x), 3 rows and more
-// 0.5-1.6x. dL/dW of few rows (write-bound) runs 0.3-0.8x on ours, its output allocated alike
+// 0.5-1.6x. dL/dW of few rows (write-bound) runs 0.2-0.8x on ours, its output allocated alike
 // (with huge pages: the CPU kernel allocates the gradients it hands to ATen).
 inline constexpr int64_t kBf16OwnMaxRows = 3;
 inline constexpr int64_t kBf16DotTilesMinDepth = 256;
