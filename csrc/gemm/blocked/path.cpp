@@ -24,7 +24,6 @@ constexpr int64_t kCopiedBMaxCols = 64;
 // to transposed_max_rows (path.h), and the dot path up to Tuning::dot_max_rows.
 constexpr int64_t kDeepK = 256;
 
-
 // narrow_side: at most this many values on the narrow side of C, from this depth on, with the
 // other side's rows each shorter than a page. G^T·X against the packed path, 1 thread, rows x
 // columns x depth, Zen 4 AVX-512 float, the narrow side as the tiles' columns: C^T (narrow
