@@ -55,7 +55,8 @@ def bf16_line() -> str:
     policy = eml_ops._C.get_bf16_policy()
     kernels = ("bfloat16 dot products" if eml_ops._C.bf16_dot_tiles_are_native()
                else "widened to float32")
-    line = f"bfloat16: policy {policy} (EML_OPS_BF16); our kernels {kernels}"
+    aten = ", ATen's AMX tiles" if eml_ops._C.cpu_has_amx_bf16() else ""
+    line = f"bfloat16: policy {policy} (EML_OPS_BF16); our kernels {kernels}{aten}"
     return line + f"; {bf16_auto_text()}" if policy == "auto" else line
 
 

@@ -252,6 +252,7 @@ def test_info_command() -> None:
         bf16 = subprocess.run(command, capture_output=True, text=True, check=True,
                               env={**os.environ, "EML_OPS_BF16": policy}).stdout
         assert f"bfloat16: policy {policy} (EML_OPS_BF16)" in bf16
+        assert ("ATen's AMX tiles" in bf16) == eml_ops._C.cpu_has_amx_bf16()
         limits = eml_ops._C.bf16_auto_limits()
         assert (f"ours run forwards of up to {eml_ops._C.bf16_own_max_rows(1)} rows"
                 in bf16) == (policy == "auto")

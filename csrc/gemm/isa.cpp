@@ -45,6 +45,7 @@ unsigned long long read_xcr0() {
 bool os_saves(unsigned long long mask) { return (read_xcr0() & mask) == mask; }
 constexpr unsigned long long kXmmYmmState = 0x6;   // XCR0 bits 1 (SSE) and 2 (AVX)
 constexpr unsigned long long kAvx512State = 0xe6;  // also 5, 6, 7 (opmask, ZMM halves)
+constexpr unsigned long long kAmxTileState = 0x60000;  // 17, 18 (TILECFG, TILEDATA)
 
 bool cpu_has_avx2_fma() {
   unsigned regs[4];
@@ -73,10 +74,12 @@ bool cpu_has_f16c_and_avx() {
 }
 
 // The CPU's bfloat16 dot products, with the OS saving the AVX-512 state (XCR0 bits 1, 2, 5,
-// 6, 7): AVX512_BF16 (CPUID.(7,1):EAX bit 5) and AMX-BF16 (CPUID.(7,0):EDX bit 22).
+// 6, 7): AVX512_BF16 (CPUID.(7,1):EAX bit 5) and AMX-BF16 (CPUID.(7,0):EDX bit 22), the
+// latter usable as tiles with AMX-TILE (EDX bit 24) and the OS saving the tile state.
 struct Bf16DotProducts {
   bool avx512_bf16 = false;
   bool amx_bf16 = false;
+  bool amx_bf16_tiles = false;
 };
 
 Bf16DotProducts bf16_dot_products() {
@@ -89,6 +92,7 @@ Bf16DotProducts bf16_dot_products() {
   Bf16DotProducts found;
   cpuid(7, 0, regs);
   found.amx_bf16 = (regs[3] >> 22) & 1;
+  found.amx_bf16_tiles = found.amx_bf16 && ((regs[3] >> 24) & 1) && os_saves(kAmxTileState);
   cpuid(7, 1, regs);
   found.avx512_bf16 = (regs[0] >> 5) & 1;
   return found;
@@ -100,6 +104,8 @@ bool cpu_has_bf16_dot_products() {
 }
 
 bool cpu_has_avx512_bf16_dot_products() { return bf16_dot_products().avx512_bf16; }
+
+bool cpu_has_amx_bf16_tiles() { return bf16_dot_products().amx_bf16_tiles; }
 
 // AVX-512F (CPUID.(7,0):EBX bit 16) with the OS saving the opmask and ZMM state.
 bool cpu_has_avx512f() {
@@ -130,6 +136,7 @@ bool cpu_has_avx512f() { return false; }
 bool cpu_has_f16c_and_avx() { return false; }
 bool cpu_has_bf16_dot_products() { return false; }
 bool cpu_has_avx512_bf16_dot_products() { return false; }
+bool cpu_has_amx_bf16_tiles() { return false; }
 
 #endif
 
@@ -170,6 +177,11 @@ bool cpu_has_f16c() {
 bool cpu_has_avx512_bf16() {
   static const bool has_avx512_bf16 = cpu_has_avx512_bf16_dot_products();
   return has_avx512_bf16;
+}
+
+bool cpu_has_amx_bf16() {
+  static const bool has_amx_bf16 = cpu_has_amx_bf16_tiles();
+  return has_amx_bf16;
 }
 
 bool cpu_has_native_bf16() {

@@ -68,6 +68,11 @@ bool cpu_has_native_bf16();
 // state: our bfloat16 dot tiles (blocked/direct_avx512_bf16.cpp) need it.
 bool cpu_has_avx512_bf16();
 
+// Whether the CPU has AMX-BF16 tiles (AMX-BF16 and AMX-TILE, with the OS saving the tile
+// state), which ATen's oneDNN kernels use for bfloat16: 16 x 16 x 32 products per
+// instruction, where vdpbf16ps (our dot tiles) computes 16 x 2.
+bool cpu_has_amx_bf16();
+
 // Whether the CPU has AVX-512F but executes its 512-bit FMAs as two 256-bit halves (AMD
 // family 19h, Zen 4): 256-bit (AVX2-width) kernels then reach the same FMA rate.
 bool cpu_splits_avx512();

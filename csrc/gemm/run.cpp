@@ -8,6 +8,7 @@
 #include "blocked/compressed_gemm.h"
 #include "blocked/kernels.h"
 #include "blocked/path.h"
+#include "isa.h"
 #ifdef EML_OPS_WITH_LIBXSMM
 #include "tpp/tpp_gemm.h"
 #endif
@@ -58,8 +59,11 @@ bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass p
 }
 
 int64_t bf16_own_max_rows(int64_t k) {
-  const bool deep_on_dot_tiles =
-      blocked::active_bf16_dot_tiles_are_native() && k >= kBf16DotTilesMinDepth;
+  return bf16_own_max_rows(k, blocked::active_bf16_dot_tiles_are_native(), cpu_has_amx_bf16());
+}
+
+int64_t bf16_own_max_rows(int64_t k, bool dot_tiles_native, bool aten_has_amx) {
+  const bool deep_on_dot_tiles = dot_tiles_native && !aten_has_amx && k >= kBf16DotTilesMinDepth;
   return deep_on_dot_tiles ? std::max(kBf16OwnMaxRows, blocked::dot_max_rows_at(k))
                            : kBf16OwnMaxRows;
 }

@@ -34,10 +34,13 @@ enum class Pass { forward, input_gradient, weight_gradient };
 bool runs_on_own_gemm(Backend backend, Element element, ProductSize size, Pass pass);
 
 // The most rows of a bfloat16 forward of depth k that Bf16Policy::automatic runs on ours at
-// any size: kBf16OwnMaxRows; from k = kBf16DotTilesMinDepth on, where the active kernels
-// multiply bfloat16 with bfloat16 dot products (blocked::active_bf16_dot_tiles_are_native),
-// the rows the dot path takes at that depth (blocked::dot_max_rows_at: 32).
+// any size: kBf16OwnMaxRows; from k = kBf16DotTilesMinDepth on, where our active kernels
+// multiply bfloat16 with bfloat16 dot products (`dot_tiles_native`) and ATen's have no AMX
+// tiles (`aten_has_amx`), the rows the dot path takes at that depth (blocked::dot_max_rows_at:
+// 32). The first overload asks the CPU (blocked::active_bf16_dot_tiles_are_native,
+// cpu_has_amx_bf16).
 int64_t bf16_own_max_rows(int64_t k);
+int64_t bf16_own_max_rows(int64_t k, bool dot_tiles_native, bool aten_has_amx);
 
 // Measured on Zen 4 against oneDNN's bfloat16 kernels (torch 2.13), 1 and 2 threads. Our
 // float32-widening kernels: a forward of up to 3 rows streams the weight 1.04-3.6x faster
@@ -49,6 +52,11 @@ int64_t bf16_own_max_rows(int64_t k);
 // 1 row (our stream path) 1.1-2.6x, 2 rows 0.97-2.2x (2 threads 1.0-3.3x), 3 rows and more
 // 0.5-1.6x. dL/dW of few rows (write-bound) runs 0.2-0.8x on ours, its output allocated alike
 // (with huge pages: the CPU kernel allocates the gradients it hands to ATen).
+// On a Xeon with AMX-BF16, oneDNN's AMX kernels outrun our dot tiles from 4-8 rows on (8
+// rows 0.62-0.90x, 32 rows 0.23-0.47x; 2 threads 8 rows 0.67-0.87x), so there the forward
+// keeps to 3 rows at every depth (1-3 rows 1.00-5.7x; 2 threads 1.29-4.8x). The other limits
+// hold there too (1 thread): below 2^20 1.1-5.7x, dL/dX of 1-2 rows 1.2-4.1x, backwards up
+// to 2^16 1.15-6.5x.
 inline constexpr int64_t kBf16OwnMaxRows = 3;
 inline constexpr int64_t kBf16DotTilesMinDepth = 256;
 inline constexpr int64_t kBf16OwnForwardVolume = int64_t{1} << 20;

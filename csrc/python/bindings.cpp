@@ -113,9 +113,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_bf16_policy", [](std::string_view name) {
     eml::set_bf16_policy(eml::require_bf16_policy(name));
   }, py::arg("policy"), "Set where bfloat16 runs, process-wide: 'own', 'aten' or 'auto'.");
-  m.def("bf16_own_max_rows", &eml::gemm::bf16_own_max_rows, py::arg("depth"),
+  m.def("bf16_own_max_rows", [](int64_t depth) { return eml::gemm::bf16_own_max_rows(depth); },
+        py::arg("depth"),
         "The most rows of a bfloat16 forward of this depth (in-features) that the policy "
-        "'auto' runs on ours at any size (more with the active ISA's bfloat16 dot tiles).");
+        "'auto' runs on ours at any size (more with the active ISA's bfloat16 dot tiles, "
+        "unless ATen's kernels have AMX tiles).");
   m.def("bf16_auto_limits", [] {
     py::dict limits;
     limits["forward_volume"] = eml::gemm::kBf16OwnForwardVolume;
@@ -131,6 +133,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Whether the CPU executes AVX-512 FMAs as two 256-bit halves (AMD Zen 4).");
   m.def("cpu_has_native_bf16", &eml::gemm::cpu_has_native_bf16,
         "Whether the CPU has bfloat16 dot products (AVX512_BF16 or AMX-BF16).");
+  m.def("cpu_has_amx_bf16", &eml::gemm::cpu_has_amx_bf16,
+        "Whether the CPU has AMX-BF16 tiles, which ATen's oneDNN kernels use for bfloat16.");
   m.def("detected_isa", &eml_ops::detected_isa);
   m.def("supported_isas", &eml_ops::supported_isas,
         "The ISAs this CPU runs, from generic up to detected_isa().");

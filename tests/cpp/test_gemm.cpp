@@ -739,14 +739,16 @@ void check_bf16_routing() {
   for (Isa isa : isas()) {
     set_active_isa(isa);
     const bool native = isa == Isa::avx512 && cpu_has_avx512_bf16();
-    // With the bfloat16 dot tiles, from their depth on, the dot path's rows (32).
-    const int64_t rows = native ? blocked::dot_max_rows_at(4096) : kBf16OwnMaxRows;
+    // With the bfloat16 dot tiles and no AMX in ATen's kernels, from the tiles' depth on, the
+    // dot path's rows (32).
+    const bool deep = native && !cpu_has_amx_bf16();
+    const int64_t rows = deep ? blocked::dot_max_rows_at(4096) : kBf16OwnMaxRows;
     const int64_t shallow_rows = kBf16OwnMaxRows;
     ++g_checks;
     if (bf16_own_max_rows(4096) != rows || bf16_own_max_rows(kBf16DotTilesMinDepth) != rows ||
         bf16_own_max_rows(kBf16DotTilesMinDepth - 1) != shallow_rows ||
         blocked::active_bf16_dot_tiles_are_native() != native ||
-        (native && rows <= kBf16OwnMaxRows)) {
+        (deep && rows <= kBf16OwnMaxRows)) {
       fail("bf16_own_max_rows(4096) = " + std::to_string(bf16_own_max_rows(4096)), isa_name(isa));
     }
     const Case automatic_cases[] = {
@@ -794,6 +796,22 @@ void check_bf16_routing() {
   }
   if (!threw) fail("require_bf16_policy accepted 'ours'", "bf16 policy");
   ++g_checks;
+  // The forward's rows for each CPU, whichever this is: only dot tiles against ATen without
+  // AMX tiles take more than kBf16OwnMaxRows, and only from kBf16DotTilesMinDepth on.
+  const int64_t dot_rows = blocked::dot_max_rows_at(4096);
+  for (bool native : {false, true}) {
+    for (bool amx : {false, true}) {
+      const int64_t deep_rows = native && !amx ? dot_rows : kBf16OwnMaxRows;
+      ++g_checks;
+      if (bf16_own_max_rows(4096, native, amx) != deep_rows ||
+          bf16_own_max_rows(kBf16DotTilesMinDepth - 1, native, amx) != kBf16OwnMaxRows) {
+        fail("bf16_own_max_rows(4096, " + std::to_string(native) + ", " + std::to_string(amx) +
+                 ") = " + std::to_string(bf16_own_max_rows(4096, native, amx)),
+             "bf16 policy");
+      }
+    }
+  }
+  if (dot_rows <= kBf16OwnMaxRows) fail("the dot path takes no more rows than 3", "bf16 policy");
 }
 
 // gemm::run, the op layer's entry: which element types it takes on which backend, that
