@@ -189,8 +189,8 @@ void broadcast_blocks(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatr
     const auto tile = [&](int64_t i, int64_t j) {
       broadcast_tile_at(shape, a, b, c, bias, i, j, pc, block_k);
     };
-    if (kc * n * static_cast<int64_t>(sizeof(S)) <= tuning().shallow_block_bytes) {
-      // The whole KC x n block of B stays in L1: rows outer writes C in memory order,
+    if (writes_rows_outer(kc, kc * n * static_cast<int64_t>(sizeof(S)))) {
+      // The whole KC x n block of B stays in cache: rows outer writes C in memory order,
       // each page whole while it is in cache (see macro_kernel.cpp).
       for (int64_t i = 0; i < m; i += kBroadcastRows) {
         for (int64_t j = 0; j < n; j += kWidth) tile(i, j);

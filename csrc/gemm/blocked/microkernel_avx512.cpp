@@ -38,6 +38,14 @@ MicroKernel<T> pair_kernel(int rows) {
 }  // namespace
 
 template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_block() {
+  using VT = avx512::Vec<T>;
+  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
+  return &register_kernel<VT, kMr, 1, /*TILES=*/2, 2 * kMr, /*PREFETCH_B=*/true, false,
+                          /*PANELS=*/2>;
+}
+
+template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair() {
   return pair_kernel<T, false>(static_cast<int>(BlockSizes<T>::mr));
 }
@@ -56,6 +64,8 @@ template MicroKernel<float> avx512_micro_kernel_pair<float>();
 template MicroKernel<double> avx512_micro_kernel_pair<double>();
 template MicroKernel<float> avx512_micro_kernel_pair_rows<float>(int);
 template MicroKernel<double> avx512_micro_kernel_pair_rows<double>(int);
+template MicroKernel<float> avx512_micro_kernel_pair_block<float>();
+template MicroKernel<double> avx512_micro_kernel_pair_block<double>();
 template MicroKernel<float> avx512_micro_kernel_pair_next<float>(int);
 template MicroKernel<double> avx512_micro_kernel_pair_next<double>(int);
 

@@ -33,11 +33,14 @@ constexpr int kPrefetchAheadBytes = 3072;
 // values per step), writing C directly instead of through a scratch tile.
 //
 // acc[r][u] += A_panel[p][r] * B_panels[p][u] for one step p: vector u = t*NV + v is
-// vector v of tile t, whose panel starts tile_stride values after tile t-1's.
-template <typename VT, int ROWS, int NV, int TILES, bool PREFETCH_B, bool PREFETCH_NEXT>
+// vector v of tile t, whose panel starts tile_stride values after tile t-1's. PANELS = 2:
+// rows ROWS/2 on come from the next panel of A, panel_stride values on (two row tiles).
+template <typename VT, int ROWS, int NV, int TILES, bool PREFETCH_B, bool PREFETCH_NEXT,
+          int PANELS = 1>
 EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV],
                                          const typename VT::Scalar* a,
-                                         const typename VT::Scalar* b, int64_t tile_stride) {
+                                         const typename VT::Scalar* b, int64_t tile_stride,
+                                         int64_t panel_stride = 0) {
   using V = typename VT::V;
   V bv[TILES * NV];
 #pragma GCC unroll 2
@@ -52,16 +55,20 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[t * NV + v] = VT::load(b + t * tile_stride + v * VT::lanes);
   }
-#pragma GCC unroll 8
+  constexpr int kPanelRows = ROWS / PANELS;
+  static_assert(kPanelRows * PANELS == ROWS);
+#pragma GCC unroll 16
   for (int r = 0; r < ROWS; ++r) {
-    const V av = VT::broadcast(a + r);
+    const V av = VT::broadcast(a + (r / kPanelRows) * panel_stride + r % kPanelRows);
 #pragma GCC unroll 4
     for (int u = 0; u < TILES * NV; ++u) acc[r][u] = VT::fma(av, bv[u], acc[r][u]);
   }
 }
 
+// PANELS = 2: two row tiles (ROWS = 2*MR, C[0:2*MR, ...]), the second's panel of A kc*MR
+// values after the first's: twice the accumulators, and each load of B feeds twice the FMAs.
 template <typename VT, int MR, int NV, int TILES, int ROWS = MR, bool PREFETCH_B = false,
-          bool PREFETCH_NEXT = false>
+          bool PREFETCH_NEXT = false, int PANELS = 1>
 EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
                                              const typename VT::Scalar* b,
                                              typename VT::Scalar* c, int64_t ldc,
@@ -70,14 +77,16 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   constexpr int L = VT::lanes;
   constexpr int U = TILES * NV;  // vectors per row of the C tile
   const int64_t tile_stride = kc * NV * L;
-  static_assert(ROWS >= 1 && ROWS <= MR);
+  const int64_t panel_stride = kc * MR;
+  static_assert(ROWS >= 1 && ROWS <= MR * PANELS);
+  static_assert(PANELS == 1 || ROWS == MR * PANELS, "two panels: whole row tiles only");
   // Fewer than 8 accumulators (an edge of 1 to 3 rows) cannot cover the FMA latency times
   // the pipes: then even and odd steps go to two sets, added at the end.
   constexpr int SETS = ROWS * U >= 8 ? 1 : 2;
   V sets[SETS][ROWS][U];
 #pragma GCC unroll 2
   for (int set = 0; set < SETS; ++set) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) sets[set][r][u] = VT::zero();
@@ -85,7 +94,7 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   }
   V (&acc)[ROWS][U] = sets[0];
   // C is needed only at the end: start fetching it now.
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < ROWS; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + U * L - 1), _MM_HINT_T0);
@@ -95,21 +104,26 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   for (; p + SETS <= kc; p += SETS) {
 #pragma GCC unroll 2
     for (int set = 0; set < SETS; ++set) {
-      kernel_step<VT, ROWS, NV, TILES, PREFETCH_B, PREFETCH_NEXT>(sets[set], a, b, tile_stride);
+      kernel_step<VT, ROWS, NV, TILES, PREFETCH_B, PREFETCH_NEXT, PANELS>(sets[set], a, b,
+                                                                          tile_stride,
+                                                                          panel_stride);
       a += MR;
       b += NV * L;
     }
   }
-  if (p < kc) kernel_step<VT, ROWS, NV, TILES, PREFETCH_B, PREFETCH_NEXT>(acc, a, b, tile_stride);
+  if (p < kc) {
+    kernel_step<VT, ROWS, NV, TILES, PREFETCH_B, PREFETCH_NEXT, PANELS>(acc, a, b, tile_stride,
+                                                                        panel_stride);
+  }
   if constexpr (SETS == 2) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) acc[r][u] = VT::add(acc[r][u], sets[1][r][u]);
     }
   }
   if (accumulate) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) {
@@ -121,11 +135,11 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
       const V bias_v = VT::loadu(bias + u * L);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int r = 0; r < ROWS; ++r) VT::storeu(c + r * ldc + u * L, VT::add(acc[r][u], bias_v));
     }
   } else {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) VT::storeu(c + r * ldc + u * L, acc[r][u]);

@@ -45,6 +45,13 @@ constexpr int64_t kPageBytes = 4096;
 // memory 2.3x, 12 x 2048 x 2048 1.75x, 16 x 2048 x 2048 1.12x); 20 to 64 rows 1.0x-1.8x from
 // k = 256 on (24 x 256 x 1024 1.5x, 40 x 768 x 3072 1.2x, 64 x 1024 x 4096 1.07x), 0.8x-1.0x
 // shallower; 80 to 128 rows 1.05x-1.25x from k = 768 on, 0.7x-1.0x at k = 512 and below.
+// The most rows of A times a B with contiguous columns (G·W) that the broadcast tiles read
+// in place instead of packing B: 32 where they run at the ISA's FMA rate (narrow tiles);
+// where 512-bit FMAs run whole they run at half of it, and packing B wins from 16 rows on
+// (Xeon, dL/dX 1 thread: 16 x 2048 x 2048 1.19x, 32 x 1024 x 1024 1.86x; 8 x 4096 x 1024
+// 0.96x, so 8 stay in place).
+int64_t few_rows_in_place(const Tuning& limits) { return limits.narrow_tiles > 0 ? 32 : 8; }
+
 constexpr int64_t kInterleavedAnyDepthRows = 2 * kInterleavedRows;
 constexpr int64_t kInterleavedDeepRows = 8 * kInterleavedRows;
 constexpr int64_t kInterleavedDeeperK = 3 * kDeepK;
@@ -169,7 +176,7 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
     // Few rows and a B that this thread's L3 share holds, or a narrow B whose strips stay
     // in L1 while A is re-read (from L3) once per strip: when A's rows are contiguous (when
     // they are not, as in G^T·X, packing A wins), or when the problem is tiny.
-    const bool few_rows = m <= 32 && b_bytes <= limits.l3_share_bytes;
+    const bool few_rows = m <= few_rows_in_place(limits) && b_bytes <= limits.l3_share_bytes;
     const bool narrow_b = n <= 128 && a_bytes <= limits.l3_share_bytes;
     const bool tiny = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <=
                       64.0 * 64 * 64;
