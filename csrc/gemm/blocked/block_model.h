@@ -80,11 +80,11 @@ struct Tuning {
   // C's rows a multiple of this many bytes apart share one or two L1 sets: the packed path
   // then computes C in a buffer of another stride (packed_gemm.h). Half an L1 way.
   int64_t aliasing_row_bytes = 0;
-  // 1 where the broadcast tiles (AVX2-width, direct_avx2.cpp) compute at this ISA's FMA rate:
-  // with AVX2, and with AVX-512 on a core that splits it into 256-bit halves (Zen 4). Then a
-  // narrow W^T is copied for them and few rows take the transposed path (path.cpp), and the
-  // broadcast tiles read B in place for up to 32 rows (8 without); 0: not, and the AVX-512
-  // packed kernel computes two row tiles per call (macro_kernel.cpp).
+  // 1 where AVX2-width tiles (direct_avx2.cpp) compute at this ISA's FMA rate: with AVX2,
+  // and with AVX-512 on a core that splits it into 256-bit halves (Zen 4). Then few rows take
+  // the transposed path (its half-width tiles; path.cpp), and the broadcast tiles read B in
+  // place for up to 32 rows (8 without); 0: not, and the AVX-512 packed kernel computes two
+  // row tiles per call (macro_kernel.cpp).
   int64_t narrow_tiles = 0;
   // The most rows of float that take the transposed path (whole broadcast tiles; double: one
   // tile, 8 rows), measured against the dot and packed paths, forward, 1 thread: Zen 3 AVX2,

@@ -2,9 +2,10 @@
 // of direct_avx2.cpp at twice the width. A product of a few rows (Y = X·W^T at a small
 // batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
-// GFLOP/s). The broadcast and stream tiles, one-row dot tiles, and 16-bit or compressed
-// operands stay with the AVX2 file (but bfloat16's dot tiles on CPUs with AVX512_BF16:
-// direct_avx512_bf16.cpp). Also the interleaved tiles (kernels.h) of 1 to 8 rows.
+// GFLOP/s). Also the whole-width broadcast tiles of float and double (one 512-bit vector of
+// columns) and the interleaved tiles (kernels.h) of 1 to 8 rows. The half-width broadcast and
+// the stream tiles, one-row dot tiles, and 16-bit or compressed operands stay with the AVX2
+// file (but bfloat16's dot tiles on CPUs with AVX512_BF16: direct_avx512_bf16.cpp).
 //
 // GCC 12's AVX-512 headers warn that their own reductions read an uninitialized vector (an
 // undefined 256-bit half they then ignore), once per tile shape: not this file's values.
@@ -181,6 +182,85 @@ EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b,
   }
 }
 
+// acc[r] += A(r, p) * row p of B (one vector, its first `count` lanes when MASKED).
+template <typename T, int R, bool MASKED>
+EML_AVX512_INLINE void broadcast_step(const T* a_step, int64_t a_row_stride, const T* b_row,
+                                      int count, typename avx512::Vec<T>::V (&acc)[R]) {
+  using VT = avx512::Vec<T>;
+  const auto bv = MASKED ? VT::maskload(b_row, count) : VT::loadu(b_row);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = VT::fma(VT::broadcast(a_step + r * a_row_stride), bv, acc[r]);
+}
+
+// The broadcast tile (BroadcastTile) of R rows x one vector of columns (kBroadcastCols: 16
+// floats, 8 doubles), `cols` of them: the AVX2 tile's two vectors in one, at the whole FMA
+// rate of a core whose 512-bit FMAs are not split. Fewer than 8 rows keep U sets of
+// accumulators (consecutive steps), so that 8 FMA chains or more are in flight.
+template <typename T, int R, bool MASKED>
+EML_TARGET_AVX512 void broadcast_tile_impl(int64_t k, const T* a, int64_t a_row_stride,
+                                           int64_t a_col_stride, const T* b, int64_t ldb, T* c,
+                                           int64_t ldc, int count, const T* bias,
+                                           bool accumulate) {
+  using VT = avx512::Vec<T>;
+  using V = typename VT::V;
+  constexpr int U = R >= 8 ? 1 : (R >= 4 ? 2 : 4);
+  V acc[U][R];
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[u][r] = VT::zero();
+  }
+  int64_t p = 0;
+  for (; p + U <= k; p += U) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      broadcast_step<T, R, MASKED>(a + (p + u) * a_col_stride, a_row_stride, b + (p + u) * ldb,
+                                   count, acc[u]);
+    }
+  }
+  for (; p < k; ++p) {
+    broadcast_step<T, R, MASKED>(a + p * a_col_stride, a_row_stride, b + p * ldb, count, acc[0]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    V result = acc[0][r];
+#pragma GCC unroll 4
+    for (int u = 1; u < U; ++u) result = VT::add(result, acc[u][r]);
+    T* dst = c + r * ldc;
+    if (accumulate) {
+      result = VT::add(result, MASKED ? VT::maskload(dst, count) : VT::loadu(dst));
+    } else if (bias != nullptr) {
+      result = VT::add(result, MASKED ? VT::maskload(bias, count) : VT::loadu(bias));
+    }
+    if constexpr (MASKED) {
+      VT::maskstore(dst, count, result);
+    } else {
+      VT::storeu(dst, result);
+    }
+  }
+}
+
+template <typename T, int R>
+EML_TARGET_AVX512 void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride,
+                                      int64_t a_col_stride, const T* b, int64_t ldb, T* c,
+                                      int64_t ldc, int64_t cols, const T* bias, bool accumulate) {
+  constexpr int64_t L = avx512::Vec<T>::lanes;
+  static_assert(kBroadcastCols<T> == L, "one vector of columns");
+  if (cols == L) {
+    broadcast_tile_impl<T, R, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc,
+                                     static_cast<int>(L), bias, accumulate);
+  } else {
+    broadcast_tile_impl<T, R, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc,
+                                    static_cast<int>(cols), bias, accumulate);
+  }
+}
+
+template <typename T, int... Rs>
+void set_broadcast_rows(BroadcastTile<T> (&tiles)[kBroadcastRows],
+                        std::integer_sequence<int, Rs...>) {
+  ((tiles[Rs] = &broadcast_tile<T, Rs + 1>), ...);
+}
+
 // interleaved_tile<T, R, M> for direct_tiles::fill_table: R columns, M rows.
 template <typename T>
 struct MakeInterleaved {
@@ -218,6 +298,14 @@ template <typename T>
 void set_avx512_interleaved_tiles(Kernels<T>& kernels) {
   direct_tiles::fill_table(kernels.interleaved, MakeInterleaved<T>{});
 }
+
+template <typename T>
+void set_avx512_broadcast_tiles(Kernels<T>& kernels) {
+  set_broadcast_rows(kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
+}
+
+template void set_avx512_broadcast_tiles<float>(Kernels<float>&);
+template void set_avx512_broadcast_tiles<double>(Kernels<double>&);
 
 template void set_avx512_interleaved_tiles<float>(Kernels<float>&);
 template void set_avx512_interleaved_tiles<double>(Kernels<double>&);

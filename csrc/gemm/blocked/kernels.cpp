@@ -73,6 +73,7 @@ const Kernels<S>& avx512_kernels() {
     if constexpr (!is_half_v<S>) {
       set_avx512_dot_tiles(table);
       set_avx512_interleaved_tiles(table);
+      set_avx512_broadcast_tiles(table);
     }
     if constexpr (std::is_same_v<S, float>) set_avx512_packing(table);
     if constexpr (std::is_same_v<S, bfloat16_t>) {

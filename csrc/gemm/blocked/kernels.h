@@ -197,6 +197,8 @@ template <typename T>
 void set_avx512_dot_tiles(Kernels<T>& kernels);  // float and double; 2 and 3 rows
 template <typename T>
 void set_avx512_interleaved_tiles(Kernels<T>& kernels);  // float and double
+template <typename T>
+void set_avx512_broadcast_tiles(Kernels<T>& kernels);  // float and double; whole width
 // bfloat16's dot tiles on vdpbf16ps (direct_avx512_bf16.cpp), for CPUs with AVX512_BF16.
 void set_avx512_bf16_dot_tiles(Kernels<bfloat16_t>& kernels);
 // Whether the active kernels multiply bfloat16 with bfloat16 dot products (the AVX-512 ISA on

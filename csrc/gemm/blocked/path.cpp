@@ -46,10 +46,11 @@ constexpr int64_t kPageBytes = 4096;
 // k = 256 on (24 x 256 x 1024 1.5x, 40 x 768 x 3072 1.2x, 64 x 1024 x 4096 1.07x), 0.8x-1.0x
 // shallower; 80 to 128 rows 1.05x-1.25x from k = 768 on, 0.7x-1.0x at k = 512 and below.
 // The most rows of A times a B with contiguous columns (G·W) that the broadcast tiles read
-// in place instead of packing B: 32 where they run at the ISA's FMA rate (narrow tiles);
-// where 512-bit FMAs run whole they run at half of it, and packing B wins from 16 rows on
-// (Xeon, dL/dX 1 thread: 16 x 2048 x 2048 1.19x, 32 x 1024 x 1024 1.86x; 8 x 4096 x 1024
-// 0.96x, so 8 stay in place).
+// in place instead of packing B: 32 with narrow tiles (measured on Zen 3 and Zen 4); where
+// 512-bit FMAs run whole, packing B wins from 16 rows on, against AVX2's tiles and AVX-512's
+// alike (Xeon, dL/dX 1 thread, packed against AVX-512 tiles in place: 16 x 2048 x 2048
+// 1.14x, 32 x 1024 x 1024 1.9x; against AVX2's 1.19x and 1.86x; 8 x 4096 x 1024 0.96x, so 8
+// stay in place).
 int64_t few_rows_in_place(const Tuning& limits) { return limits.narrow_tiles > 0 ? 32 : 8; }
 
 constexpr int64_t kInterleavedAnyDepthRows = 2 * kInterleavedRows;
@@ -158,11 +159,13 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   if (dot_applies(a, b) && (m <= dot_max_rows_at(k) || n <= 8)) {
     return Path::dot;
   }
-  // A narrow B with contiguous columns (the forward's W^T) in L1, with narrow tiles (at the
-  // packed ones' FMA rate): copied into rows, it feeds the broadcast tiles, and A is read in
-  // place instead of packed (4096 x 64 x 64 forward: Zen 3 AVX2 1.19x, Zen 4 AVX-512 1.11x).
+  // A narrow B with contiguous columns (the forward's W^T) in L1: copied into rows, it feeds
+  // the broadcast tiles, and A is read in place instead of packed (4096 x 64 x 64 forward:
+  // Zen 3 AVX2 1.19x, Zen 4 AVX-512 1.11x; Xeon with AVX-512's own broadcast tiles, 1 thread:
+  // 4096 x 64 x 16 1.8x, 8192 x 64 x 32 1.15x, 8192 x 128 x 32 1.12x, 4096 x 64 x 64 0.95x,
+  // 64 columns with k of 128 to 512 0.98x-1.05x).
   if (a.col_stride == 1 && m >= kCopiedBMinRows && n <= kCopiedBMaxCols && b.col_stride != 1 &&
-      copies_b_into_rows(b) && limits.narrow_tiles > 0) {
+      copies_b_into_rows(b)) {
     return Path::broadcast;
   }
   if (b.col_stride == 1) {

@@ -33,6 +33,10 @@ struct Vec<float> {
   static EML_AVX512_INLINE V maskload(const float* p, int count) {
     return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p);
   }
+  // Writes the first `count` (< lanes) values of v to p, nothing past them.
+  static EML_AVX512_INLINE void maskstore(float* p, int count, V v) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), v);
+  }
   static EML_AVX512_INLINE float sum(V v) { return _mm512_reduce_add_ps(v); }
 };
 
@@ -50,6 +54,9 @@ struct Vec<double> {
   static EML_AVX512_INLINE void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
   static EML_AVX512_INLINE V maskload(const double* p, int count) {
     return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << count) - 1), p);
+  }
+  static EML_AVX512_INLINE void maskstore(double* p, int count, V v) {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << count) - 1), v);
   }
   static EML_AVX512_INLINE double sum(V v) { return _mm512_reduce_add_pd(v); }
 };
