@@ -11,6 +11,10 @@
 
 #include "simd_avx2.h"
 
+#define EML_BROADCAST_TILE_TARGET EML_TARGET_AVX2
+#define EML_BROADCAST_TILE_INLINE EML_AVX2_INLINE
+#include "broadcast_tile_impl.h"
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -115,116 +119,6 @@ EML_TARGET_AVX2 void dot_tile(int64_t k, const S* a, int64_t lda, const SB* b, i
   }
 }
 
-// acc[r][v] += A(r, p) * B(p, v-th vector) for one step p.
-template <typename S, int R, int NV, bool kMasked>
-EML_AVX2_INLINE void broadcast_step(const S* a_step, int64_t a_row_stride, const S* b_row,
-                                    const typename Load<S>::Mask (&masks)[NV],
-                                    typename Vec<Acc<S>>::V (&acc)[R][NV]) {
-  using VT = Vec<Acc<S>>;
-  using LS = Load<S>;
-  typename VT::V bv[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    const S* source = b_row + v * VT::lanes;
-    bv[v] = kMasked ? LS::maskload(source, masks[v]) : LS::loadu(source);
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const typename VT::V av = LS::broadcast(a_step + r * a_row_stride);
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = VT::fma(av, bv[v], acc[r][v]);
-  }
-}
-
-// R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B. Few rows
-// get U sets of accumulators (consecutive steps) to keep 8 FMA chains in flight.
-template <typename S, int R, int NV, bool kMasked>
-EML_TARGET_AVX2 inline void broadcast_tile_impl(int64_t k, const S* a, int64_t a_row_stride,
-                                                int64_t a_col_stride, const S* b, int64_t ldb,
-                                                Acc<S>* c, int64_t ldc, int64_t cols,
-                                                const Acc<S>* bias, bool accumulate) {
-  using T = Acc<S>;
-  using VT = Vec<T>;
-  using V = typename VT::V;
-  constexpr int L = VT::lanes;
-  constexpr int kChains = R * NV;
-  constexpr int U = kChains >= 8 ? 1 : (kChains >= 4 ? 2 : 4);
-  typename VT::Mask masks[NV] = {};         // C and bias
-  typename Load<S>::Mask b_masks[NV] = {};  // B (the same lanes)
-  if constexpr (kMasked) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const int64_t lanes = cols - v * L;
-      const int count = lanes <= 0 ? 0 : static_cast<int>(lanes < L ? lanes : L);
-      masks[v] = VT::mask(count);  // count 0: all lanes off
-      b_masks[v] = Load<S>::mask(count);
-    }
-  }
-  V acc[U][R][NV];
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) {
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[u][r][v] = VT::zero();
-    }
-  }
-  int64_t p = 0;
-  for (; p + U <= k; p += U) {
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
-      broadcast_step<S, R, NV, kMasked>(a + (p + u) * a_col_stride, a_row_stride,
-                                        b + (p + u) * ldb, b_masks, acc[u]);
-    }
-  }
-  for (; p < k; ++p) {
-    broadcast_step<S, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb,
-                                      b_masks, acc[0]);
-  }
-#pragma GCC unroll 4
-  for (int u = 1; u < U; ++u) {
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[0][r][v] = VT::add(acc[0][r][v], acc[u][r][v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      T* dst = c + r * ldc + v * L;
-      V result = acc[0][r][v];
-      if (accumulate) {
-        result = VT::add(result, kMasked ? VT::maskload(dst, masks[v]) : VT::loadu(dst));
-      } else if (bias != nullptr) {
-        result = VT::add(result, kMasked ? VT::maskload(bias + v * L, masks[v])
-                                         : VT::loadu(bias + v * L));
-      }
-      if constexpr (kMasked) {
-        VT::maskstore(dst, masks[v], result);
-      } else {
-        VT::storeu(dst, result);
-      }
-    }
-  }
-}
-
-template <typename S, int R, int W>
-EML_TARGET_AVX2 void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride,
-                                    int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
-                                    int64_t ldc, int64_t cols, const Acc<S>* bias,
-                                    bool accumulate) {
-  constexpr int NV = W / Vec<Acc<S>>::lanes;
-  if (cols == W) {
-    broadcast_tile_impl<S, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
-                                         bias, accumulate);
-  } else {
-    broadcast_tile_impl<S, R, NV, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols,
-                                        bias, accumulate);
-  }
-}
-
 // C rows += A(r, p) * row p of B, U steps of p per pass over C so that each load
 // and store of C carries U FMAs.
 template <typename S, int R, int U, bool kMasked>
@@ -299,7 +193,9 @@ struct Avx2Tiles {
   template <typename S, typename SB, int R, int C>
   static DotTile<S, SB> dot() { return &dot_tile<S, SB, R, C>; }
   template <typename S, int R, int W>
-  static BroadcastTile<S> broadcast() { return &broadcast_tile<S, R, W>; }
+  static BroadcastTile<S> broadcast() {
+    return &broadcast_tile<S, Vec<Acc<S>>, Load<S>, R, W>;
+  }
   template <typename S, int R>
   static StreamTile<S> stream() { return &stream_tile<S, R>; }
 };

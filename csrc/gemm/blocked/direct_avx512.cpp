@@ -3,7 +3,7 @@
 // batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
 // GFLOP/s). Also the whole-width broadcast tiles of float and double (one 512-bit vector of
-// columns) and the interleaved tiles (kernels.h) of 1 to 8 rows. The half-width broadcast and
+// columns; broadcast_tile_impl.h, as the AVX2 file's) and the interleaved tiles (kernels.h) of 1 to 8 rows. The half-width broadcast and
 // the stream tiles, one-row dot tiles, and 16-bit or compressed operands stay with the AVX2
 // file (but bfloat16's dot tiles on CPUs with AVX512_BF16: direct_avx512_bf16.cpp).
 //
@@ -23,6 +23,10 @@
 
 #include "simd_avx512.h"
 
+#define EML_BROADCAST_TILE_TARGET EML_TARGET_AVX512
+#define EML_BROADCAST_TILE_INLINE EML_AVX512_INLINE
+#include "broadcast_tile_impl.h"
+
 namespace eml::gemm::blocked {
 namespace {
 
@@ -39,13 +43,14 @@ EML_AVX512_INLINE void dot_steps(const T* a, int64_t lda, const T* b, int64_t ld
   typename VT::V av[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    av[r] = MASKED ? VT::maskload(a + r * lda + p, count) : VT::loadu(a + r * lda + p);
+    const T* a_row = a + r * lda + p;
+    av[r] = MASKED ? VT::maskload(a_row, VT::mask(count)) : VT::loadu(a_row);
   }
 #pragma GCC unroll 4
   for (int j = 0; j < C; ++j) {
     const T* b_row = b + j * ldb + p;
     if constexpr (!MASKED) prefetch_ahead(b_row);
-    const auto bv = MASKED ? VT::maskload(b_row, count) : VT::loadu(b_row);
+    const auto bv = MASKED ? VT::maskload(b_row, VT::mask(count)) : VT::loadu(b_row);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r][j] = VT::fma(av[r], bv, acc[r][j]);
   }
@@ -160,8 +165,9 @@ EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b,
   }
   if (p < k) {  // the last, partial step: B's lanes past k load as 0, A's are 0
     V bv[R];
+    const auto mask = VT::mask(static_cast<int>(k - p));
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) bv[r] = VT::maskload(b + r * ldb + p, static_cast<int>(k - p));
+    for (int r = 0; r < R; ++r) bv[r] = VT::maskload(b + r * ldb + p, mask);
     interleaved_step<T, R, M>(a_steps + p * M, bv, acc);
   }
   if constexpr (std::is_same_v<T, float> && R == 4) {
@@ -182,85 +188,6 @@ EML_TARGET_AVX512 void interleaved_tile(int64_t k, const T* a_steps, const T* b,
   }
 }
 
-// acc[r] += A(r, p) * row p of B (one vector, its first `count` lanes when MASKED).
-template <typename T, int R, bool MASKED>
-EML_AVX512_INLINE void broadcast_step(const T* a_step, int64_t a_row_stride, const T* b_row,
-                                      int count, typename avx512::Vec<T>::V (&acc)[R]) {
-  using VT = avx512::Vec<T>;
-  const auto bv = MASKED ? VT::maskload(b_row, count) : VT::loadu(b_row);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = VT::fma(VT::broadcast(a_step + r * a_row_stride), bv, acc[r]);
-}
-
-// The broadcast tile (BroadcastTile) of R rows x one vector of columns (kBroadcastCols: 16
-// floats, 8 doubles), `cols` of them: the AVX2 tile's two vectors in one, at the whole FMA
-// rate of a core whose 512-bit FMAs are not split. Fewer than 8 rows keep U sets of
-// accumulators (consecutive steps), so that 8 FMA chains or more are in flight.
-template <typename T, int R, bool MASKED>
-EML_TARGET_AVX512 void broadcast_tile_impl(int64_t k, const T* a, int64_t a_row_stride,
-                                           int64_t a_col_stride, const T* b, int64_t ldb, T* c,
-                                           int64_t ldc, int count, const T* bias,
-                                           bool accumulate) {
-  using VT = avx512::Vec<T>;
-  using V = typename VT::V;
-  constexpr int U = R >= 8 ? 1 : (R >= 4 ? 2 : 4);
-  V acc[U][R];
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) {
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[u][r] = VT::zero();
-  }
-  int64_t p = 0;
-  for (; p + U <= k; p += U) {
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
-      broadcast_step<T, R, MASKED>(a + (p + u) * a_col_stride, a_row_stride, b + (p + u) * ldb,
-                                   count, acc[u]);
-    }
-  }
-  for (; p < k; ++p) {
-    broadcast_step<T, R, MASKED>(a + p * a_col_stride, a_row_stride, b + p * ldb, count, acc[0]);
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    V result = acc[0][r];
-#pragma GCC unroll 4
-    for (int u = 1; u < U; ++u) result = VT::add(result, acc[u][r]);
-    T* dst = c + r * ldc;
-    if (accumulate) {
-      result = VT::add(result, MASKED ? VT::maskload(dst, count) : VT::loadu(dst));
-    } else if (bias != nullptr) {
-      result = VT::add(result, MASKED ? VT::maskload(bias, count) : VT::loadu(bias));
-    }
-    if constexpr (MASKED) {
-      VT::maskstore(dst, count, result);
-    } else {
-      VT::storeu(dst, result);
-    }
-  }
-}
-
-template <typename T, int R>
-EML_TARGET_AVX512 void broadcast_tile(int64_t k, const T* a, int64_t a_row_stride,
-                                      int64_t a_col_stride, const T* b, int64_t ldb, T* c,
-                                      int64_t ldc, int64_t cols, const T* bias, bool accumulate) {
-  constexpr int64_t L = avx512::Vec<T>::lanes;
-  static_assert(kBroadcastCols<T> == L, "one vector of columns");
-  if (cols == L) {
-    broadcast_tile_impl<T, R, false>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc,
-                                     static_cast<int>(L), bias, accumulate);
-  } else {
-    broadcast_tile_impl<T, R, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc,
-                                    static_cast<int>(cols), bias, accumulate);
-  }
-}
-
-template <typename T, int... Rs>
-void set_broadcast_rows(BroadcastTile<T> (&tiles)[kBroadcastRows],
-                        std::integer_sequence<int, Rs...>) {
-  ((tiles[Rs] = &broadcast_tile<T, Rs + 1>), ...);
-}
-
 // interleaved_tile<T, R, M> for direct_tiles::fill_table: R columns, M rows.
 template <typename T>
 struct MakeInterleaved {
@@ -270,12 +197,17 @@ struct MakeInterleaved {
   }
 };
 
-// This file's dot tiles, for direct_tiles::MakeDot: A and B of one type.
+// This file's dot and broadcast tiles, for direct_tiles.h: A and B of one type.
 struct Avx512Tiles {
   template <typename S, typename SB, int R, int C>
   static DotTile<S, SB> dot() {
     static_assert(std::is_same_v<S, SB>, "AVX-512 dot tiles read A and B of one type");
     return &dot_tile<S, R, C>;
+  }
+  template <typename S, int R, int W>
+  static BroadcastTile<S> broadcast() {
+    static_assert(W == avx512::Vec<S>::lanes, "one vector of columns");
+    return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W>;
   }
 };
 
@@ -301,7 +233,8 @@ void set_avx512_interleaved_tiles(Kernels<T>& kernels) {
 
 template <typename T>
 void set_avx512_broadcast_tiles(Kernels<T>& kernels) {
-  set_broadcast_rows(kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
+  direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kBroadcastCols<T>)>(
+      kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
 }
 
 template void set_avx512_broadcast_tiles<float>(Kernels<float>&);

@@ -1,0 +1,129 @@
+// The packing-free broadcast tile (BroadcastTile, kernels.h), one template for every SIMD ISA.
+//
+// Included by direct_<isa>.cpp only, each after defining EML_BROADCAST_TILE_TARGET and
+// EML_BROADCAST_TILE_INLINE (its ISA's target attributes, as microkernel_impl.h takes them).
+// VT is the ISA's vector of C's type (Vec<Acc<S>>) and LS its loads of S (Load<S>, which
+// widens 16-bit operands to VT's lanes): each offers zero, loadu, broadcast, fma, add,
+// storeu, mask(count), maskload and maskstore. No include guard: each including file gets
+// its own copy, in its own anonymous namespace.
+#include <cstdint>
+
+#ifndef EML_BROADCAST_TILE_TARGET
+#error "define EML_BROADCAST_TILE_TARGET and EML_BROADCAST_TILE_INLINE before including this file"
+#endif
+
+namespace eml::gemm::blocked {
+namespace {
+
+// acc[r][v] += A(r, p) * B(p, v-th vector) for one step p.
+template <typename S, typename VT, typename LS, int R, int NV, bool kMasked>
+EML_BROADCAST_TILE_INLINE void broadcast_step(const S* a_step, int64_t a_row_stride,
+                                              const S* b_row,
+                                              const typename LS::Mask (&masks)[NV],
+                                              typename VT::V (&acc)[R][NV]) {
+  typename VT::V bv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const S* source = b_row + v * VT::lanes;
+    bv[v] = kMasked ? LS::maskload(source, masks[v]) : LS::loadu(source);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const typename VT::V av = LS::broadcast(a_step + r * a_row_stride);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = VT::fma(av, bv[v], acc[r][v]);
+  }
+}
+
+// R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B. Few rows get U sets
+// of accumulators (consecutive steps) to keep 8 FMA chains in flight.
+template <typename S, typename VT, typename LS, int R, int NV, bool kMasked>
+EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
+    int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride, const S* b, int64_t ldb,
+    typename VT::Scalar* c, int64_t ldc, int64_t cols, const typename VT::Scalar* bias,
+    bool accumulate) {
+  using T = typename VT::Scalar;
+  using V = typename VT::V;
+  constexpr int L = VT::lanes;
+  constexpr int kChains = R * NV;
+  constexpr int U = kChains >= 8 ? 1 : (kChains >= 4 ? 2 : 4);
+  typename VT::Mask masks[NV] = {};    // C and bias
+  typename LS::Mask b_masks[NV] = {};  // B (the same lanes)
+  if constexpr (kMasked) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t lanes = cols - v * L;
+      const int count = lanes <= 0 ? 0 : static_cast<int>(lanes < L ? lanes : L);
+      masks[v] = VT::mask(count);  // count 0: all lanes off
+      b_masks[v] = LS::mask(count);
+    }
+  }
+  V acc[U][R][NV];
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[u][r][v] = VT::zero();
+    }
+  }
+  int64_t p = 0;
+  for (; p + U <= k; p += U) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      broadcast_step<S, VT, LS, R, NV, kMasked>(a + (p + u) * a_col_stride, a_row_stride,
+                                                b + (p + u) * ldb, b_masks, acc[u]);
+    }
+  }
+  for (; p < k; ++p) {
+    broadcast_step<S, VT, LS, R, NV, kMasked>(a + p * a_col_stride, a_row_stride, b + p * ldb,
+                                              b_masks, acc[0]);
+  }
+#pragma GCC unroll 4
+  for (int u = 1; u < U; ++u) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[0][r][v] = VT::add(acc[0][r][v], acc[u][r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      T* dst = c + r * ldc + v * L;
+      V result = acc[0][r][v];
+      if (accumulate) {
+        result = VT::add(result, kMasked ? VT::maskload(dst, masks[v]) : VT::loadu(dst));
+      } else if (bias != nullptr) {
+        result = VT::add(result, kMasked ? VT::maskload(bias + v * L, masks[v])
+                                         : VT::loadu(bias + v * L));
+      }
+      if constexpr (kMasked) {
+        VT::maskstore(dst, masks[v], result);
+      } else {
+        VT::storeu(dst, result);
+      }
+    }
+  }
+}
+
+// The tile of R rows x W columns (W / VT::lanes vectors), `cols` (<= W) of them.
+template <typename S, typename VT, typename LS, int R, int W>
+EML_BROADCAST_TILE_TARGET void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride,
+                                              int64_t a_col_stride, const S* b, int64_t ldb,
+                                              typename VT::Scalar* c, int64_t ldc, int64_t cols,
+                                              const typename VT::Scalar* bias, bool accumulate) {
+  constexpr int NV = W / VT::lanes;
+  static_assert(NV * VT::lanes == W, "whole vectors of columns");
+  if (cols == W) {
+    broadcast_tile_impl<S, VT, LS, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c,
+                                                 ldc, cols, bias, accumulate);
+  } else {
+    broadcast_tile_impl<S, VT, LS, R, NV, true>(k, a, a_row_stride, a_col_stride, b, ldb, c,
+                                                ldc, cols, bias, accumulate);
+  }
+}
+
+}  // namespace
+}  // namespace eml::gemm::blocked
