@@ -32,13 +32,14 @@ THRESHOLD_NAMES = (
     "dot_max_rows",
     "aliasing_row_bytes",
     "narrow_tiles",
+    "few_rows_tiles",
     "transposed_max_rows",
     "interleaved_max_rows",
     "aliased_tile_rows",
 )
-# Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles, and the
-# interleaved path without AVX-512.
-MAY_BE_ZERO = ("narrow_tiles", "transposed_max_rows", "interleaved_max_rows")
+# Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles, the
+# few-rows tiles and the interleaved path without AVX-512.
+MAY_BE_ZERO = ("narrow_tiles", "few_rows_tiles", "transposed_max_rows", "interleaved_max_rows")
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
 FLOPS_PER_CYCLE = {"generic": 8, "avx2": 32, "avx512": 64}
@@ -129,6 +130,8 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     assert values["aliasing_row_bytes"]["model"] == way_bytes(l1_size, l1_ways, l1_line) // 2
     narrow = isa == "avx2" or (isa == "avx512" and eml_ops._C.cpu_splits_avx512())
     assert values["narrow_tiles"]["model"] == int(narrow)
+    # AVX-512's few-rows tiles where its FMAs run whole.
+    assert values["few_rows_tiles"]["model"] == int(isa == "avx512" and not narrow)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
     assert values["interleaved_max_rows"]["model"] == (128 if isa == "avx512" else 0)
     # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
@@ -210,6 +213,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
 def test_zero_turns_the_narrow_tiles_and_the_row_limited_paths_off() -> None:
     overrides = {
         "EML_OPS_NARROW_TILES": "0",
+        "EML_OPS_FEW_ROWS_TILES": "0",
         "EML_OPS_TRANSPOSED_MAX_ROWS": "0",
         "EML_OPS_INTERLEAVED_MAX_ROWS": "0",
     }

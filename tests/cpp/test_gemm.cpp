@@ -1081,11 +1081,13 @@ void test_block_model() {
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
     const int64_t interleaved_rows = c.isa == Isa::avx512 ? 128 : 0;
-    if (t.narrow_tiles != (want.narrow ? 1 : 0) ||
+    const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
+    if (t.narrow_tiles != (want.narrow ? 1 : 0) || t.few_rows_tiles != few_rows_tiles ||
         t.transposed_max_rows != want.transposed_max_rows ||
         t.interleaved_max_rows != interleaved_rows ||
         t.aliased_tile_rows != c.aliased_tile_rows) {
-      fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", transposed rows " +
+      fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", few-rows tiles " +
+               std::to_string(t.few_rows_tiles) + ", transposed rows " +
                std::to_string(t.transposed_max_rows) + ", interleaved rows " +
                std::to_string(t.interleaved_max_rows) + ", aliased tile rows " +
                std::to_string(t.aliased_tile_rows),
@@ -1453,6 +1455,75 @@ void check_narrow_side_choice() {
   });
 }
 
+// The choice for G·W (B = W, rows contiguous) of few rows (path.cpp), on every CPU model with
+// its L3 share set to 1 GiB. With the few-rows tiles (float and double where
+// Tuning::few_rows_tiles is set): up to 64 rows read in place, up to 16 where W is beyond the
+// L3 share; 3 and 4 rows in place too where W is beyond L2, not streamed. Otherwise: up to 32
+// rows with narrow tiles, else 8, W within the L3 share; 3 or 4 rows stream a W beyond L2.
+// 1 and 2 rows stream it either way.
+template <typename T>
+void check_few_rows_choice() {
+  for_each_model_tuning<T>([](const blocked::Tuning& model, const ModelCase&, Isa,
+                              const std::string& where) {
+    blocked::Tuning t = model;
+    constexpr int64_t kMiB = int64_t{1} << 20;
+    t.l3_share_bytes = 1024 * kMiB;
+    blocked::set_tuning_for_testing(&t);
+    const bool tiles = t.few_rows_tiles > 0 && !is_half_v<T>;
+    const int64_t in_place_rows = t.narrow_tiles > 0 ? 32 : 8;
+    // The path without the tiles: stream, broadcast (in place) or packed.
+    const auto own_path = [&](int64_t m, int64_t w_bytes) {
+      if (m <= 2 || (m <= 4 && w_bytes > t.stream_b_bytes)) return Path::stream;
+      const bool in_place = m <= in_place_rows && w_bytes <= t.l3_share_bytes;
+      return in_place ? Path::broadcast : Path::packed;
+    };
+    const std::tuple<int64_t, int64_t, Path> with_tiles[] = {
+        {64, 16 * kMiB, Path::broadcast},   {65, 16 * kMiB, Path::packed},
+        {64, 1024 * kMiB, Path::broadcast}, {17, 2048 * kMiB, Path::packed},
+        {16, 2048 * kMiB, Path::broadcast}, {33, 16 * kMiB, Path::broadcast},
+        {9, 64 * kMiB, Path::broadcast},    {3, 64 * kMiB, Path::broadcast},
+        {4, 64 * kMiB, Path::broadcast},    {2, 64 * kMiB, Path::stream}};
+    for (const auto& [m, w_bytes, tiles_path] : with_tiles) {
+      const int64_t k = w_bytes / (512 * int64_t(sizeof(T)));  // path_of's W: k x 512
+      const Path want = tiles ? tiles_path : own_path(m, w_bytes);
+      ++g_checks;
+      if (path_of<T>(m, k, /*weight_transposed=*/false) != want) {
+        fail(std::to_string(m) + " rows x W of " + std::to_string(w_bytes / kMiB) +
+                 " MiB: not " + path_name(want),
+             where);
+      }
+    }
+  });
+}
+
+// AVX-512's few-rows tiles on any AVX-512 host (Tuning::few_rows_tiles set there): G·W of 1
+// to 64 rows (one tile of each height, two, several), every width of the last tile of columns
+// (one or both vectors masked, the second off), k within one block of 32 steps, over two and
+// a short last one, and over many.
+template <typename T>
+void check_few_rows_tiles(std::mt19937& rng) {
+  if (!isa_supported(Isa::avx512)) return;
+  blocked::Tuning t = blocked::tuning_for(Isa::avx512);
+  t.few_rows_tiles = 1;
+  t.narrow_tiles = 0;
+  blocked::set_tuning_for_testing(&t);
+  const std::vector<Variant> variants = {{Isa::avx512, Path::broadcast, 1},
+                                         {Isa::avx512, Path::automatic, 1}};
+  constexpr int64_t width = blocked::kFewRowsTileCols<T>;
+  for (const int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23, 24, 25, 37, 64}) {
+    for (const int64_t n : {int64_t{1}, width / 2 - 1, width / 2, width / 2 + 1, width - 1, width,
+                            width + 1, 2 * width + 5}) {
+      for (const int64_t k : {int64_t{3}, int64_t{32}, int64_t{70}, int64_t{600}}) {
+        check_problem<T>({m, n, k, Layout::row_major, Layout::row_major, (m + n) % 2 == 0, false},
+                         variants, rng);
+      }
+    }
+  }
+  blocked::set_tuning_for_testing(nullptr);
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
 // The interleaved path's choice (path.cpp): with AVX-512 (interleaved_max_rows 128), float or
 // double X · W^T of 2 to 16 rows at any depth, up to 64 rows from k = 256, up to 128 from
 // k = 768, and of one row where W fills the thread's L3 share; never more rows, B = W, an X
@@ -1663,6 +1734,9 @@ int main(int argc, char** argv) {
   check_interleaved_choice<bfloat16_t>();
   check_narrow_side_choice<float>();
   check_narrow_side_choice<double>();
+  check_few_rows_choice<float>();
+  check_few_rows_choice<double>();
+  check_few_rows_choice<bfloat16_t>();
   {
     std::mt19937 model_rng(11);
     check_model_blocks<float>(model_rng);
@@ -1675,6 +1749,8 @@ int main(int argc, char** argv) {
     check_shared_b<double>(model_rng);
     check_pack_line_starts<float>(model_rng);
     check_pack_line_starts<double>(model_rng);
+    check_few_rows_tiles<float>(model_rng);
+    check_few_rows_tiles<double>(model_rng);
   }
   run_tests<float>();
   run_tests<double>();

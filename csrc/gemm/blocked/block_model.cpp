@@ -105,6 +105,7 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   tuning.dot_max_rows = 32;
   const bool narrow_tiles = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
   tuning.narrow_tiles = narrow_tiles ? 1 : 0;
+  tuning.few_rows_tiles = isa == Isa::avx512 && !splits_avx512 ? 1 : 0;
   tuning.transposed_max_rows = narrow_tiles ? 64 : 0;
   tuning.interleaved_max_rows = isa == Isa::avx512 ? kInterleavedMaxRows : 0;
   tuning.aliased_tile_rows = model_aliased_tile_rows(caches.l1d);

@@ -86,6 +86,10 @@ struct Tuning {
   // place for up to 32 rows (8 without); 0: not, and the AVX-512 packed kernel computes two
   // row tiles per call (macro_kernel.cpp).
   int64_t narrow_tiles = 0;
+  // 1 where AVX-512's few-rows tiles (kernels.h: 12 rows x 2 vectors, float and double) read a
+  // B with contiguous rows in place for up to 64 rows of A, and from 3 rows on instead of
+  // streaming it (path.cpp): AVX-512 with whole 512-bit FMAs. 0: not (8 rows in place).
+  int64_t few_rows_tiles = 0;
   // The most rows of float that take the transposed path (whole broadcast tiles; double: one
   // tile, 8 rows), measured against the dot and packed paths, forward, 1 thread: Zen 3 AVX2,
   // 16 to 64 rows x 1024x1024 to 4096x4096 1.1x-1.9x; Zen 4 AVX-512, 16 and 32 rows

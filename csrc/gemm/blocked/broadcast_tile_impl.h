@@ -4,8 +4,9 @@
 // EML_BROADCAST_TILE_INLINE (its ISA's target attributes, as microkernel_impl.h takes them).
 // VT is the ISA's vector of C's type (Vec<Acc<S>>) and LS its loads of S (Load<S>, which
 // widens 16-bit operands to VT's lanes): each offers zero, loadu, broadcast, fma, add,
-// storeu, mask(count), maskload and maskstore. No include guard: each including file gets
-// its own copy, in its own anonymous namespace.
+// storeu, mask(count), maskload and maskstore. The loops over rows unroll whole up to 16 rows
+// (a loop left rolled keeps its accumulators in memory). No include guard: each including
+// file gets its own copy, in its own anonymous namespace.
 #include <cstdint>
 
 #ifndef EML_BROADCAST_TILE_TARGET
@@ -27,7 +28,7 @@ EML_BROADCAST_TILE_INLINE void broadcast_step(const S* a_step, int64_t a_row_str
     const S* source = b_row + v * VT::lanes;
     bv[v] = kMasked ? LS::maskload(source, masks[v]) : LS::loadu(source);
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const typename VT::V av = LS::broadcast(a_step + r * a_row_stride);
 #pragma GCC unroll 4
@@ -61,7 +62,7 @@ EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
   V acc[U][R][NV];
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[u][r][v] = VT::zero();
@@ -81,13 +82,13 @@ EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
   }
 #pragma GCC unroll 4
   for (int u = 1; u < U; ++u) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[0][r][v] = VT::add(acc[0][r][v], acc[u][r][v]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {

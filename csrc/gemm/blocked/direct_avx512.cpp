@@ -3,7 +3,8 @@
 // batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
 // GFLOP/s). Also the whole-width broadcast tiles of float and double (one 512-bit vector of
-// columns; broadcast_tile_impl.h, as the AVX2 file's) and the interleaved tiles (kernels.h) of 1 to 8 rows. The half-width broadcast and
+// columns; broadcast_tile_impl.h, as the AVX2 file's), the few-rows ones (12 rows x 2
+// vectors: kernels.h) and the interleaved tiles (kernels.h) of 1 to 8 rows. The half-width broadcast and
 // the stream tiles, one-row dot tiles, and 16-bit or compressed operands stay with the AVX2
 // file (but bfloat16's dot tiles on CPUs with AVX512_BF16: direct_avx512_bf16.cpp).
 //
@@ -206,7 +207,6 @@ struct Avx512Tiles {
   }
   template <typename S, int R, int W>
   static BroadcastTile<S> broadcast() {
-    static_assert(W == avx512::Vec<S>::lanes, "one vector of columns");
     return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W>;
   }
 };
@@ -235,6 +235,8 @@ template <typename T>
 void set_avx512_broadcast_tiles(Kernels<T>& kernels) {
   direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kBroadcastCols<T>)>(
       kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
+  direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>)>(
+      kernels.few_rows_broadcast, std::make_integer_sequence<int, kFewRowsTileRows>{});
 }
 
 template void set_avx512_broadcast_tiles<float>(Kernels<float>&);

@@ -177,13 +177,26 @@ int64_t narrow_block_depth(int64_t narrow) {
                              kBroadcastKc<S>);
 }
 
-// C = A·B by broadcast tiles, B's rows contiguous, in blocks of block_k steps of k.
+// The broadcast tiles, one vector of columns (AVX-512; two of AVX2) by up to 6 rows.
 template <typename S>
-void broadcast_blocks(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+BroadcastTiles<S> broadcast_tiles(const Kernels<S>& kernels) {
+  return {kernels.broadcast, kBroadcastRows, kBroadcastCols<S>};
+}
+
+// Depth of one k block of AVX-512's few-rows tiles, which read B in place from memory: a block
+// of rows of B read strip by strip reads each row in order, so its 32 rows are 32 streams that
+// the hardware prefetcher follows (kBroadcastKc's 256 rows a page apart, none; pack_panels
+// reads 8 at a time for the same reason). Xeon, dL/dX 1 thread, W from memory, 8 and 16 rows:
+// 1.5x-1.9x MKL against 0.67x-0.77x at kBroadcastKc; W in cache 1.1x-1.2x against 0.8x-0.86x.
+// Blocks of 16 rows of B ran as fast from memory and up to 10% slower from cache, of 8 up to
+// 20% slower; of 64, 0.63x-0.77x from memory.
+constexpr int64_t kFewRowsKc = 32;
+
+// C = A·B by tiles of `shape`, B's rows contiguous, in blocks of block_k steps of k.
+template <typename S>
+void broadcast_blocks(BroadcastTiles<S> shape, ConstMatrixView<S> a, ConstMatrixView<S> b,
                       OutputMatrix<Acc<S>> c, const Acc<S>* bias, int64_t block_k) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  constexpr int64_t kWidth = kBroadcastCols<S>;
-  const BroadcastTiles<S> shape{kernels.broadcast, kBroadcastRows, kWidth};
   for (int64_t pc = 0; pc < k; pc += block_k) {
     const int64_t kc = std::min(block_k, k - pc);
     const auto tile = [&](int64_t i, int64_t j) {
@@ -192,14 +205,14 @@ void broadcast_blocks(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatr
     if (writes_rows_outer(kc, kc * n * static_cast<int64_t>(sizeof(S)))) {
       // The whole KC x n block of B stays in cache: rows outer writes C in memory order,
       // each page whole while it is in cache (see macro_kernel.cpp).
-      for (int64_t i = 0; i < m; i += kBroadcastRows) {
-        for (int64_t j = 0; j < n; j += kWidth) tile(i, j);
+      for (int64_t i = 0; i < m; i += shape.rows) {
+        for (int64_t j = 0; j < n; j += shape.width) tile(i, j);
       }
       continue;
     }
     // A KC x width sliver of B stays in L1 across all row tiles.
-    for (int64_t j = 0; j < n; j += kWidth) {
-      for (int64_t i = 0; i < m; i += kBroadcastRows) tile(i, j);
+    for (int64_t j = 0; j < n; j += shape.width) {
+      for (int64_t i = 0; i < m; i += shape.rows) tile(i, j);
     }
   }
 }
@@ -240,9 +253,12 @@ void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S
 template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
-  if (b.col_stride != 1) b = copy_into_rows(b);
-  // Blocks of k rows of B, few enough that the pages of a B strip stay in the TLB.
-  int64_t block_k = kBroadcastKc<S>;
+  // Blocks of kBroadcastKc rows of B, few enough that the pages of a B strip stay in the TLB;
+  // a narrow side's deeper blocks stay in L1.
+  if (b.col_stride != 1) {
+    broadcast_blocks(broadcast_tiles(kernels), a, copy_into_rows(b), c, bias, kBroadcastKc<S>);
+    return;
+  }
   if constexpr (std::is_same_v<S, Acc<S>>) {
     const int64_t m = c.rows, n = c.cols;
     switch (narrow_side(a, b, m, n, a.cols)) {
@@ -250,19 +266,28 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
         // C^T (n x m) = B^T·A^T into a buffer, B^T's values broadcast and A^T's contiguous
         // rows loaded as vectors, then transposed into C.
         S* c_t = staged_c_buffer<S>(static_cast<std::size_t>(n * m));
-        broadcast_blocks(kernels, b.transposed(), a.transposed(), OutputMatrix<S>{c_t, n, m, m},
-                         nullptr, narrow_block_depth<S>(m));
+        broadcast_blocks(broadcast_tiles(kernels), b.transposed(), a.transposed(),
+                         OutputMatrix<S>{c_t, n, m, m}, nullptr, narrow_block_depth<S>(m));
         transpose_block_into_c(c_t, n, m, c, 0, bias);
         return;
       }
       case NarrowSide::cols:
-        block_k = narrow_block_depth<S>(n);
-        break;
+        broadcast_blocks(broadcast_tiles(kernels), a, b, c, bias, narrow_block_depth<S>(n));
+        return;
       case NarrowSide::none:
         break;
     }
   }
-  broadcast_blocks(kernels, a, b, c, bias, block_k);
+  // B in place (not copied into rows, nor a narrow side's): AVX-512's few-rows tiles where
+  // they apply (path.cpp's few_rows_in_place chose these rows), else the broadcast tiles.
+  if (c.rows <= kFewRowsTilesMaxRows && few_rows_tiles_apply<S>(tuning()) &&
+      kernels.few_rows_broadcast[0] != nullptr) {
+    const BroadcastTiles<S> few_rows{kernels.few_rows_broadcast, kFewRowsTileRows,
+                                     kFewRowsTileCols<S>};
+    broadcast_blocks(few_rows, a, b, c, bias, kFewRowsKc);
+    return;
+  }
+  broadcast_blocks(broadcast_tiles(kernels), a, b, c, bias, kBroadcastKc<S>);
 }
 
 template <typename S>

@@ -96,6 +96,14 @@ inline constexpr int64_t kBroadcastCols = BlockSizes<Acc<S>>::nr;
 inline constexpr int kHalfBroadcastRows = 8;
 template <typename S>
 inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
+// The few-rows broadcast tiles (AVX-512, float and double; Tuning::few_rows_tiles): up to 12
+// rows x 2 vectors of columns, the packed pair kernel's 24 accumulators, for a B read in
+// place from memory (dL/dX = G·W of up to 64 rows; path.cpp). Each step reads 128 bytes of a
+// row of B: the 6 x 1-vector tiles, 64 bytes of a row per step and a B re-read per 6 rows of
+// A, ran dL/dX of 8 to 32 rows at 0.42x-0.7x of MKL on a Xeon.
+inline constexpr int kFewRowsTileRows = 12;
+template <typename S>
+inline constexpr int64_t kFewRowsTileCols = 2 * BlockSizes<Acc<S>>::nr;
 // The interleaved tiles (InterleavedTile): up to 8 rows of A (M) x 4 columns of C (R), M x R
 // accumulators of one AVX-512 vector each, and A's steps one 64-byte line per row.
 inline constexpr int kInterleavedRows = 8;
@@ -136,6 +144,8 @@ struct Kernels {
   DotTile<S> dot[kDotRows][kDotCols];      // [rows - 1][cols - 1]
   BroadcastTile<S> broadcast[kBroadcastRows];  // [rows - 1]
   BroadcastTile<S> half_broadcast[kHalfBroadcastRows] = {};  // [rows - 1]; null: 16-bit S
+  // [rows - 1]; null: none (float and double with AVX-512 only)
+  BroadcastTile<S> few_rows_broadcast[kFewRowsTileRows] = {};
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
   // [cols - 1][rows - 1]; null: none (float and double with AVX-512 only)
   InterleavedTile<S> interleaved[kInterleavedCols][kInterleavedRows] = {};

@@ -45,13 +45,24 @@ constexpr int64_t kPageBytes = 4096;
 // memory 2.3x, 12 x 2048 x 2048 1.75x, 16 x 2048 x 2048 1.12x); 20 to 64 rows 1.0x-1.8x from
 // k = 256 on (24 x 256 x 1024 1.5x, 40 x 768 x 3072 1.2x, 64 x 1024 x 4096 1.07x), 0.8x-1.0x
 // shallower; 80 to 128 rows 1.05x-1.25x from k = 768 on, 0.7x-1.0x at k = 512 and below.
-// The most rows of A times a B with contiguous columns (G·W) that the broadcast tiles read
-// in place instead of packing B: 32 with narrow tiles (measured on Zen 3 and Zen 4); where
-// 512-bit FMAs run whole, packing B wins from 16 rows on, against AVX2's tiles and AVX-512's
-// alike (Xeon, dL/dX 1 thread, packed against AVX-512 tiles in place: 16 x 2048 x 2048
-// 1.14x, 32 x 1024 x 1024 1.9x; against AVX2's 1.19x and 1.86x; 8 x 4096 x 1024 0.96x, so 8
-// stay in place).
-int64_t few_rows_in_place(const Tuning& limits) { return limits.narrow_tiles > 0 ? 32 : 8; }
+// Whether m rows of A times a B of b_bytes with contiguous columns (G·W) read B in place (the
+// broadcast path) rather than pack it.
+// - Narrow tiles: up to 32 rows, B within this thread's L3 share (Zen 3, Zen 4).
+// - AVX-512's few-rows tiles: up to 64 rows, and up to 16 beyond the L3 share: they read B's
+//   rows in order, 32 at a time (direct_gemm.cpp). Xeon, dL/dX 1 thread, against packed: 8 to
+//   64 rows of a 16 to 64 MiB W 1.1x-2.5x, 96 and 128 rows 0.9x-1.05x; a 256 MiB W, 8 and 16
+//   rows 1.5x and 1.2x, 32 rows 0.97x.
+// - Otherwise up to 8 rows, B within the L3 share: with AVX-512's 6 x 1-vector tiles packing B
+//   won from 16 rows on (Xeon: 16 x 2048 x 2048 1.14x, 32 x 1024 x 1024 1.9x).
+template <typename T>
+bool few_rows_in_place(const Tuning& limits, int64_t m, int64_t b_bytes) {
+  const bool within_l3_share = b_bytes <= limits.l3_share_bytes;
+  if (few_rows_tiles_apply<T>(limits)) {
+    constexpr int64_t kRowsFromMemory = 16;
+    return m <= kFewRowsTilesMaxRows && (within_l3_share || m <= kRowsFromMemory);
+  }
+  return m <= (limits.narrow_tiles > 0 ? 32 : 8) && within_l3_share;
+}
 
 constexpr int64_t kInterleavedAnyDepthRows = 2 * kInterleavedRows;
 constexpr int64_t kInterleavedDeepRows = 8 * kInterleavedRows;
@@ -172,14 +183,18 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
     // A shallow product (k of a few steps, e.g. the rank-1 dL/dW of batch 1) is bound by
     // the writes of C: read the operands in place and write C in memory order.
     if (k <= kShallowK) return Path::broadcast;
-    // Very few rows and a B beyond L2: stream B once, in memory order.
-    if (m <= 2 || (m <= kStreamRows && b_bytes > limits.stream_b_bytes)) return Path::stream;
+    // Very few rows and a B beyond L2: stream B once, in memory order. AVX-512's few-rows tiles
+    // read it in place faster from 3 rows on (Xeon, dL/dX 1 thread, 4 x 1024 x 4096: 1.6x).
+    const bool tiles_from_3_rows = few_rows_tiles_apply<T>(limits);
+    if (m <= 2 || (m <= kStreamRows && b_bytes > limits.stream_b_bytes && !tiles_from_3_rows)) {
+      return Path::stream;
+    }
     // A's columns contiguous too (G^T·X) and a narrow side of C: the broadcast tiles' columns.
     if (narrow_side(a, b, m, n, k) != NarrowSide::none) return Path::broadcast;
     // Few rows and a B that this thread's L3 share holds, or a narrow B whose strips stay
     // in L1 while A is re-read (from L3) once per strip: when A's rows are contiguous (when
     // they are not, as in G^T·X, packing A wins), or when the problem is tiny.
-    const bool few_rows = m <= few_rows_in_place(limits) && b_bytes <= limits.l3_share_bytes;
+    const bool few_rows = few_rows_in_place<T>(limits, m, b_bytes);
     const bool narrow_b = n <= 128 && a_bytes <= limits.l3_share_bytes;
     const bool tiny = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <=
                       64.0 * 64 * 64;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "../gemm.h"
 #include "block_model.h"
@@ -32,6 +33,17 @@ enum class NarrowSide { none, rows, cols };
 template <typename T>
 NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t n,
                        int64_t k);
+
+// The most rows of A times a B with contiguous columns (G·W) that AVX-512's few-rows tiles
+// (kernels.h) read B in place for, where they apply (path.cpp's few_rows_in_place).
+inline constexpr int64_t kFewRowsTilesMaxRows = 64;
+
+// Whether AVX-512's few-rows broadcast tiles compute T's in-place products of up to
+// kFewRowsTilesMaxRows rows: float or double, where Tuning::few_rows_tiles is set.
+template <typename T>
+bool few_rows_tiles_apply(const Tuning& tuning) {
+  return (std::is_same_v<T, float> || std::is_same_v<T, double>) && tuning.few_rows_tiles > 0;
+}
 
 // The most rows of A for which the dot path is chosen at depth k, where it applies (A and B
 // contiguous along k): 8, and Tuning::dot_max_rows from kDeepK on.
