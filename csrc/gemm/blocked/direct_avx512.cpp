@@ -2,11 +2,11 @@
 // of direct_avx2.cpp at twice the width. A product of a few rows (Y = X·W^T at a small
 // batch) streams W once and does rows-many FMAs per element of it; with AVX2 vectors a core
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
-// GFLOP/s). Also the whole-width broadcast tiles of float and double (one 512-bit vector of
-// columns; broadcast_tile_impl.h, as the AVX2 file's), the few-rows ones (12 rows x 2
-// vectors: kernels.h) and the interleaved tiles (kernels.h) of 1 to 8 rows. The half-width broadcast and
-// the stream tiles, one-row dot tiles, and 16-bit or compressed operands stay with the AVX2
-// file (but bfloat16's dot tiles on CPUs with AVX512_BF16: direct_avx512_bf16.cpp).
+// GFLOP/s). Also, for float and double, the whole-width broadcast tiles (one 512-bit vector
+// of columns; broadcast_tile_impl.h, as the AVX2 file's), the few-rows ones (12 rows x 2
+// vectors) and the interleaved tiles of 1 to 8 rows (kernels.h). The half-width broadcast
+// and the stream tiles, one-row dot tiles, and 16-bit or compressed operands stay with the
+// AVX2 file (but bfloat16's dot tiles on CPUs with AVX512_BF16: direct_avx512_bf16.cpp).
 //
 // GCC 12's AVX-512 headers warn that their own reductions read an uninitialized vector (an
 // undefined 256-bit half they then ignore), once per tile shape: not this file's values.
