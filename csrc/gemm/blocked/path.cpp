@@ -49,9 +49,9 @@ constexpr int64_t kPageBytes = 4096;
 // broadcast path) rather than pack it.
 // - Narrow tiles: up to 32 rows, B within this thread's L3 share (Zen 3, Zen 4).
 // - AVX-512's few-rows tiles: up to 64 rows, and up to 16 beyond the L3 share: they read B's
-//   rows in order, 32 at a time (direct_gemm.cpp). Xeon, dL/dX 1 thread, against packed: 8 to
-//   64 rows of a 16 to 64 MiB W 1.1x-2.5x, 96 and 128 rows 0.9x-1.05x; a 256 MiB W, 8 and 16
-//   rows 1.5x and 1.2x, 32 rows 0.97x.
+//   rows in order, 32 at a time (direct_gemm.cpp). Xeon, dL/dX 1 thread, against packed: 12
+//   to 32 rows of a 16 to 64 MiB W 1.15x-2.5x, 48 and 64 rows of a 16 MiB W 1.1x-1.35x, 96
+//   and 128 rows 0.9x-1.05x; a 256 MiB W, 8 and 16 rows 1.5x and 1.2x, 32 rows 0.97x.
 // - Otherwise up to 8 rows, B within the L3 share: with AVX-512's 6 x 1-vector tiles packing B
 //   won from 16 rows on (Xeon: 16 x 2048 x 2048 1.14x, 32 x 1024 x 1024 1.9x).
 template <typename T>
