@@ -1459,7 +1459,8 @@ void check_narrow_side_choice() {
 // its L3 share set to 1 GiB. With the few-rows tiles (float and double where
 // Tuning::few_rows_tiles is set): up to 64 rows read in place, up to 16 where W is beyond the
 // L3 share; 3 and 4 rows in place too where W is beyond L2, not streamed. Otherwise: up to 32
-// rows with narrow tiles, else 8, W within the L3 share; 3 or 4 rows stream a W beyond L2.
+// rows with narrow tiles, else 8, up to 16 of them where W is beyond the L3 share; 3 or 4 rows
+// stream a W beyond L2.
 // 1 and 2 rows stream it either way.
 template <typename T>
 void check_few_rows_choice() {
@@ -1474,7 +1475,7 @@ void check_few_rows_choice() {
     // The path without the tiles: stream, broadcast (in place) or packed.
     const auto own_path = [&](int64_t m, int64_t w_bytes) {
       if (m <= 2 || (m <= 4 && w_bytes > t.stream_b_bytes)) return Path::stream;
-      const bool in_place = m <= in_place_rows && w_bytes <= t.l3_share_bytes;
+      const bool in_place = m <= in_place_rows && (w_bytes <= t.l3_share_bytes || m <= 16);
       return in_place ? Path::broadcast : Path::packed;
     };
     const std::tuple<int64_t, int64_t, Path> with_tiles[] = {
@@ -1482,7 +1483,8 @@ void check_few_rows_choice() {
         {64, 1024 * kMiB, Path::broadcast}, {17, 2048 * kMiB, Path::packed},
         {16, 2048 * kMiB, Path::broadcast}, {33, 16 * kMiB, Path::broadcast},
         {9, 64 * kMiB, Path::broadcast},    {3, 64 * kMiB, Path::broadcast},
-        {4, 64 * kMiB, Path::broadcast},    {2, 64 * kMiB, Path::stream}};
+        {4, 64 * kMiB, Path::broadcast},    {2, 64 * kMiB, Path::stream},
+        {8, 2048 * kMiB, Path::broadcast},  {32, 2048 * kMiB, Path::packed}};
     for (const auto& [m, w_bytes, tiles_path] : with_tiles) {
       const int64_t k = w_bytes / (512 * int64_t(sizeof(T)));  // path_of's W: k x 512
       const Path want = tiles ? tiles_path : own_path(m, w_bytes);
@@ -1499,7 +1501,9 @@ void check_few_rows_choice() {
 // AVX-512's few-rows tiles on any AVX-512 host (Tuning::few_rows_tiles set there): G·W of 1
 // to 64 rows (one tile of each height, two, several), every width of the last tile of columns
 // (one or both vectors masked, the second off), k within one block of 32 steps, over two and
-// a short last one, and over many.
+// a short last one, and over many. Then the tiles over a B in cache (direct_gemm.cpp's
+// in_cache_tiles) wider than one vector: more rows than 64 times a B copied into rows (X·W^T),
+// a narrow side (G^T·X; k from 128) and a narrow B read in place (G·W).
 template <typename T>
 void check_few_rows_tiles(std::mt19937& rng) {
   if (!isa_supported(Isa::avx512)) return;
@@ -1516,6 +1520,18 @@ void check_few_rows_tiles(std::mt19937& rng) {
       for (const int64_t k : {int64_t{3}, int64_t{32}, int64_t{70}, int64_t{600}}) {
         check_problem<T>({m, n, k, Layout::row_major, Layout::row_major, (m + n) % 2 == 0, false},
                          variants, rng);
+      }
+    }
+  }
+  const std::pair<Layout, Layout> in_cache_layouts[] = {{Layout::row_major, Layout::col_major},
+                                                        {Layout::col_major, Layout::row_major},
+                                                        {Layout::row_major, Layout::row_major}};
+  for (const auto& [a_layout, b_layout] : in_cache_layouts) {
+    for (const int64_t m : {65, 300}) {
+      for (const int64_t n : {width / 2 + 1, width, width + 5, 2 * width}) {
+        for (const int64_t k : {int64_t{5}, int64_t{128}, int64_t{300}}) {
+          check_problem<T>({m, n, k, a_layout, b_layout, k % 2 == 1, false}, variants, rng);
+        }
       }
     }
   }

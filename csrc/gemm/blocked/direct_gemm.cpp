@@ -19,8 +19,9 @@ namespace {
 template <typename T>
 constexpr int64_t kDotKc = 2048 / sizeof(T);
 
-// Depth of one k block of the broadcast path: few enough rows of B that the pages
-// of a B strip stay in the TLB.
+// Depth of one k block of the broadcast tiles over a B in cache (copied into rows; the most for
+// a narrow side) and of the transposed path's rows of W: few enough rows of B that the pages of
+// a B strip stay in the TLB. A B read in place takes kInPlaceKc.
 template <typename T>
 constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 
@@ -183,14 +184,37 @@ BroadcastTiles<S> broadcast_tiles(const Kernels<S>& kernels) {
   return {kernels.broadcast, kBroadcastRows, kBroadcastCols<S>};
 }
 
-// Depth of one k block of AVX-512's few-rows tiles, which read B in place from memory: a block
-// of rows of B read strip by strip reads each row in order, so its 32 rows are 32 streams that
-// the hardware prefetcher follows (kBroadcastKc's 256 rows a page apart, none; pack_panels
-// reads 8 at a time for the same reason). Xeon, dL/dX 1 thread, W from memory, 8 and 16 rows:
-// 1.5x-1.9x MKL against 0.67x-0.77x at kBroadcastKc; W in cache 1.1x-1.2x against 0.8x-0.86x.
-// Blocks of 16 rows of B ran as fast from memory and up to 10% slower from cache, of 8 up to
-// 20% slower; of 64, 0.63x-0.77x from memory.
-constexpr int64_t kFewRowsKc = 32;
+// AVX-512's few-rows tiles (12 rows by two vectors of columns), where Tuning::few_rows_tiles
+// sets them for this type (path.h).
+template <typename S>
+bool few_rows_tiles_at_hand(const Kernels<S>& kernels) {
+  return few_rows_tiles_apply<S>(tuning()) && kernels.few_rows_broadcast[0] != nullptr;
+}
+
+template <typename S>
+BroadcastTiles<S> few_rows_tiles(const Kernels<S>& kernels) {
+  return {kernels.few_rows_broadcast, kFewRowsTileRows, kFewRowsTileCols<S>};
+}
+
+// The tiles for a B in cache (copied into rows, or a narrow side) `width` columns wide: the
+// few-rows tiles where they are at hand and C is wider than one vector, since each of their
+// broadcasts of A feeds two FMAs. Xeon, forward 1 thread over F.linear, against the 6 x 1
+// tiles: 8192x128x32 0.80x -> 0.96x, 4096x64x64 0.78x -> 1.05x, 4096x128x64 0.79x -> 1.0x.
+template <typename S>
+BroadcastTiles<S> in_cache_tiles(const Kernels<S>& kernels, int64_t width) {
+  if (width > kBroadcastCols<S> && few_rows_tiles_at_hand(kernels)) return few_rows_tiles(kernels);
+  return broadcast_tiles(kernels);
+}
+
+// Depth of one k block of the tiles that read B in place (G·W of few rows): a block of rows of
+// B read strip by strip reads each row in order, so its 32 rows are 32 streams that the
+// hardware prefetcher follows (kBroadcastKc's 256 rows a page apart, none; pack_panels reads 8
+// at a time for the same reason). Xeon, dL/dX 1 thread, against kBroadcastKc: AVX-512's
+// few-rows tiles, W from memory 1.5x-1.9x MKL against 0.67x-0.77x, W in cache 1.1x-1.2x
+// against 0.8x-0.86x; AVX2's tiles (EML_OPS_ISA=avx2), 8 to 32 rows of a W in L3 1.35x-1.6x
+// faster; float16's, 8 rows 1.1x-1.7x. Blocks of 16 rows of B ran as fast from memory and up
+// to 10% slower from cache, of 8 up to 20% slower; of 64, 0.63x-0.77x from memory.
+constexpr int64_t kInPlaceKc = 32;
 
 // C = A·B by tiles of `shape`, B's rows contiguous, in blocks of block_k steps of k.
 template <typename S>
@@ -253,10 +277,11 @@ void dot_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S
 template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
-  // Blocks of kBroadcastKc rows of B, few enough that the pages of a B strip stay in the TLB;
-  // a narrow side's deeper blocks stay in L1.
+  // A B copied into rows (it fits L1) in blocks of kBroadcastKc rows; a narrow side's blocks stay
+  // in L1; B in place in blocks of kInPlaceKc rows.
   if (b.col_stride != 1) {
-    broadcast_blocks(broadcast_tiles(kernels), a, copy_into_rows(b), c, bias, kBroadcastKc<S>);
+    broadcast_blocks(in_cache_tiles(kernels, c.cols), a, copy_into_rows(b), c, bias,
+                     kBroadcastKc<S>);
     return;
   }
   if constexpr (std::is_same_v<S, Acc<S>>) {
@@ -266,28 +291,30 @@ void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrix
         // C^T (n x m) = B^T·A^T into a buffer, B^T's values broadcast and A^T's contiguous
         // rows loaded as vectors, then transposed into C.
         S* c_t = staged_c_buffer<S>(static_cast<std::size_t>(n * m));
-        broadcast_blocks(broadcast_tiles(kernels), b.transposed(), a.transposed(),
+        broadcast_blocks(in_cache_tiles(kernels, m), b.transposed(), a.transposed(),
                          OutputMatrix<S>{c_t, n, m, m}, nullptr, narrow_block_depth<S>(m));
         transpose_block_into_c(c_t, n, m, c, 0, bias);
         return;
       }
       case NarrowSide::cols:
-        broadcast_blocks(broadcast_tiles(kernels), a, b, c, bias, narrow_block_depth<S>(n));
+        broadcast_blocks(in_cache_tiles(kernels, n), a, b, c, bias, narrow_block_depth<S>(n));
         return;
       case NarrowSide::none:
         break;
     }
   }
-  // B in place (not copied into rows, nor a narrow side's): AVX-512's few-rows tiles where
-  // they apply (path.cpp's few_rows_in_place chose these rows), else the broadcast tiles.
-  if (c.rows <= kFewRowsTilesMaxRows && few_rows_tiles_apply<S>(tuning()) &&
-      kernels.few_rows_broadcast[0] != nullptr) {
-    const BroadcastTiles<S> few_rows{kernels.few_rows_broadcast, kFewRowsTileRows,
-                                     kFewRowsTileCols<S>};
-    broadcast_blocks(few_rows, a, b, c, bias, kFewRowsKc);
+  // B in place (not copied into rows, nor a narrow side's). Few rows of C (path.cpp's
+  // few_rows_in_place): AVX-512's few-rows tiles where they apply, else the broadcast tiles,
+  // kInPlaceKc rows of B at a time.
+  if (c.rows <= kFewRowsTilesMaxRows) {
+    const BroadcastTiles<S> shape =
+        few_rows_tiles_at_hand(kernels) ? few_rows_tiles(kernels) : broadcast_tiles(kernels);
+    broadcast_blocks(shape, a, b, c, bias, kInPlaceKc);
     return;
   }
-  broadcast_blocks(broadcast_tiles(kernels), a, b, c, bias, kBroadcastKc<S>);
+  // More rows (path.cpp's narrow B, in cache): each block is a pass over C, so kBroadcastKc
+  // rows of B at a time (kInPlaceKc's: Xeon, dL/dX of 4096x128x64 1 thread, 0.75x -> 0.62x).
+  broadcast_blocks(in_cache_tiles(kernels, c.cols), a, b, c, bias, kBroadcastKc<S>);
 }
 
 template <typename S>

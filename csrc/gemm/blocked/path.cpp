@@ -46,22 +46,26 @@ constexpr int64_t kPageBytes = 4096;
 // k = 256 on (24 x 256 x 1024 1.5x, 40 x 768 x 3072 1.2x, 64 x 1024 x 4096 1.07x), 0.8x-1.0x
 // shallower; 80 to 128 rows 1.05x-1.25x from k = 768 on, 0.7x-1.0x at k = 512 and below.
 // Whether m rows of A times a B of b_bytes with contiguous columns (G·W) read B in place (the
-// broadcast path) rather than pack it.
-// - Narrow tiles: up to 32 rows, B within this thread's L3 share (Zen 3, Zen 4).
-// - AVX-512's few-rows tiles: up to 64 rows, and up to 16 beyond the L3 share: they read B's
-//   rows in order, 32 at a time (direct_gemm.cpp). Xeon, dL/dX 1 thread, against packed: 12
-//   to 32 rows of a 16 to 64 MiB W 1.15x-2.5x, 48 and 64 rows of a 16 MiB W 1.1x-1.35x, 96
-//   and 128 rows 0.9x-1.05x; a 256 MiB W, 8 and 16 rows 1.5x and 1.2x, 32 rows 0.97x.
-// - Otherwise up to 8 rows, B within the L3 share: with AVX-512's 6 x 1-vector tiles packing B
-//   won from 16 rows on (Xeon: 16 x 2048 x 2048 1.14x, 32 x 1024 x 1024 1.9x).
+// broadcast path) rather than pack it. The tiles read B's rows in order, 32 at a time
+// (direct_gemm.cpp's kInPlaceKc), which the hardware prefetcher follows from memory too.
+// - AVX-512's few-rows tiles: up to 64 rows. Xeon, dL/dX 1 thread, against packed: 12 to 32
+//   rows of a 16 to 64 MiB W 1.15x-2.5x, 48 and 64 rows of a 16 MiB W 1.1x-1.35x, 96 and 128
+//   rows 0.9x-1.05x.
+// - Narrow tiles: up to 32 rows (Zen 3, Zen 4; Xeon with EML_OPS_ISA=avx2: 8 and 16 rows of a
+//   W in L3 1.4x-1.7x, 24 and 32 rows 1.0x-1.1x, 48 and 64 rows 0.9x-1.0x).
+// - Otherwise up to 8 rows: with AVX-512's 6 x 1-vector tiles packing B won from 16 rows on
+//   (Xeon: 16 x 2048 x 2048 1.14x, 32 x 1024 x 1024 1.9x).
+// Beyond this thread's L3 share, up to 16 of those rows. Xeon, W from memory, against packed:
+// few-rows tiles, 8 and 16 rows of 256 MiB 1.5x and 1.2x, 32 rows 0.97x; AVX2 tiles, 8 and 16
+// rows of 64 MiB 1.25x-1.5x, 32 rows 1.06x; float16's 6 x 1-vector tiles, 8 rows of 32 and 128
+// MiB 1.2x-1.3x.
 template <typename T>
 bool few_rows_in_place(const Tuning& limits, int64_t m, int64_t b_bytes) {
-  const bool within_l3_share = b_bytes <= limits.l3_share_bytes;
-  if (few_rows_tiles_apply<T>(limits)) {
-    constexpr int64_t kRowsFromMemory = 16;
-    return m <= kFewRowsTilesMaxRows && (within_l3_share || m <= kRowsFromMemory);
-  }
-  return m <= (limits.narrow_tiles > 0 ? 32 : 8) && within_l3_share;
+  constexpr int64_t kRowsFromMemory = 16;
+  const int64_t max_rows = few_rows_tiles_apply<T>(limits) ? kFewRowsTilesMaxRows
+                           : limits.narrow_tiles > 0       ? 32
+                                                           : 8;
+  return m <= max_rows && (b_bytes <= limits.l3_share_bytes || m <= kRowsFromMemory);
 }
 
 constexpr int64_t kInterleavedAnyDepthRows = 2 * kInterleavedRows;
