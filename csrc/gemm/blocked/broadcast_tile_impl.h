@@ -109,7 +109,10 @@ EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
   }
 }
 
-// The tile of R rows x W columns (W / VT::lanes vectors), `cols` (<= W) of them.
+// The tile of R rows x W columns (W / VT::lanes vectors), `cols` (<= W) of them. Columns
+// within one vector take a one-vector tile: the masked tile would run the FMAs of its vectors
+// whose lanes are all off (Xeon, forward 4096x128x48 1 thread, 12 x 32 tiles: 0.67x-0.74x of
+// F.linear with them).
 template <typename S, typename VT, typename LS, int R, int W>
 EML_BROADCAST_TILE_TARGET void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride,
                                               int64_t a_col_stride, const S* b, int64_t ldb,
@@ -120,6 +123,9 @@ EML_BROADCAST_TILE_TARGET void broadcast_tile(int64_t k, const S* a, int64_t a_r
   if (cols == W) {
     broadcast_tile_impl<S, VT, LS, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c,
                                                  ldc, cols, bias, accumulate);
+  } else if (NV > 1 && cols <= VT::lanes) {
+    broadcast_tile_impl<S, VT, LS, R, 1, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc,
+                                               cols, bias, accumulate);
   } else {
     broadcast_tile_impl<S, VT, LS, R, NV, true>(k, a, a_row_stride, a_col_stride, b, ldb, c,
                                                 ldc, cols, bias, accumulate);
