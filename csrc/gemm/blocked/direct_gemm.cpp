@@ -196,10 +196,11 @@ BroadcastTiles<S> few_rows_tiles(const Kernels<S>& kernels) {
   return {kernels.few_rows_broadcast, kFewRowsTileRows, kFewRowsTileCols<S>};
 }
 
-// The tiles for a B in cache (copied into rows, or a narrow side) `width` columns wide: the
-// few-rows tiles where they are at hand and C is wider than one vector, since each of their
-// broadcasts of A feeds two FMAs. Xeon, forward 1 thread over F.linear, against the 6 x 1
-// tiles: 8192x128x32 0.80x -> 0.96x, 4096x64x64 0.78x -> 1.05x, 4096x128x64 0.79x -> 1.0x.
+// The tiles for a B in cache (copied into rows, a narrow side, or a narrow B read in place for
+// many rows) `width` columns wide: the few-rows tiles where they are at hand and C is wider
+// than one vector, since each of their broadcasts of A feeds two FMAs. Xeon, forward 1 thread
+// over F.linear, against the 6 x 1 tiles: 8192x128x32 0.80x -> 0.96x, 4096x64x64 0.78x ->
+// 1.05x, 4096x128x64 0.79x -> 1.0x.
 template <typename S>
 BroadcastTiles<S> in_cache_tiles(const Kernels<S>& kernels, int64_t width) {
   if (width > kBroadcastCols<S> && few_rows_tiles_at_hand(kernels)) return few_rows_tiles(kernels);
