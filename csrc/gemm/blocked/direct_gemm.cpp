@@ -19,9 +19,10 @@ namespace {
 template <typename T>
 constexpr int64_t kDotKc = 2048 / sizeof(T);
 
-// Depth of one k block of the broadcast tiles over a B in cache (copied into rows; the most for
-// a narrow side) and of the transposed path's rows of W: few enough rows of B that the pages of
-// a B strip stay in the TLB. A B read in place takes kInPlaceKc.
+// Depth of one k block of the broadcast tiles over a B in cache (copied into rows; a narrow B
+// read in place for many rows; the most for a narrow side) and of the transposed path's rows of
+// W: few enough rows of B that the pages of a B strip stay in the TLB. A B read in place for few
+// rows takes kInPlaceKc.
 template <typename T>
 constexpr int64_t kBroadcastKc = 1024 / sizeof(T);
 
@@ -279,7 +280,7 @@ template <typename S>
 void broadcast_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                     OutputMatrix<Acc<S>> c, const Acc<S>* bias) {
   // A B copied into rows (it fits L1) in blocks of kBroadcastKc rows; a narrow side's blocks stay
-  // in L1; B in place in blocks of kInPlaceKc rows.
+  // in L1; B in place in blocks of kInPlaceKc rows for few rows of C, else of kBroadcastKc.
   if (b.col_stride != 1) {
     broadcast_blocks(in_cache_tiles(kernels, c.cols), a, copy_into_rows(b), c, bias,
                      kBroadcastKc<S>);
