@@ -36,10 +36,17 @@ THRESHOLD_NAMES = (
     "transposed_max_rows",
     "interleaved_max_rows",
     "aliased_tile_rows",
+    "column_block_l2_bytes",
 )
 # Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles, the
-# few-rows tiles and the interleaved path without AVX-512.
-MAY_BE_ZERO = ("narrow_tiles", "few_rows_tiles", "transposed_max_rows", "interleaved_max_rows")
+# few-rows tiles and the interleaved path without AVX-512, the L2 column blocks below 2 MiB.
+MAY_BE_ZERO = (
+    "narrow_tiles",
+    "few_rows_tiles",
+    "transposed_max_rows",
+    "interleaved_max_rows",
+    "column_block_l2_bytes",
+)
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
 FLOPS_PER_CYCLE = {"generic": 8, "avx2": 32, "avx512": 64}
@@ -122,7 +129,10 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
         got = tuple(values[name + suffix]["model"] for name in ("mc", "kc", "nc", "one_pass_kc"))
         assert got == want, (suffix, got, want)
     assert values["shallow_block_bytes"]["model"] == level(caches, "L1d")[0]
-    assert values["stream_b_bytes"]["model"] == level(caches, "L2")[0]
+    l2_size = level(caches, "L2")[0]
+    assert values["stream_b_bytes"]["model"] == l2_size
+    # Half of an L2 of 2 MiB or more keeps one row block's column blocks of C (packed_gemm.h).
+    assert values["column_block_l2_bytes"]["model"] == (l2_size // 2 if l2_size >= 2 << 20 else 0)
     l3 = level(caches, "L3")
     assert values["l3_share_bytes"]["model"] == l3[0] // l3[3]
     assert values["min_parallel_flops"]["model"] == 2048 * FLOPS_PER_CYCLE[isa]
@@ -201,6 +211,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_SHALLOW_BLOCK_BYTES": "4096",
         "EML_OPS_ALIASING_ROW_BYTES": "64",
         "EML_OPS_ALIASED_TILE_ROWS": "5",
+        "EML_OPS_COLUMN_BLOCK_L2_BYTES": "20000",
     }
     values = values_under(overrides)
     for env in overrides:
@@ -210,12 +221,13 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         assert not values[name]["overridden"]
 
 
-def test_zero_turns_the_narrow_tiles_and_the_row_limited_paths_off() -> None:
+def test_zero_turns_the_narrow_tiles_row_limited_paths_and_l2_column_blocks_off() -> None:
     overrides = {
         "EML_OPS_NARROW_TILES": "0",
         "EML_OPS_FEW_ROWS_TILES": "0",
         "EML_OPS_TRANSPOSED_MAX_ROWS": "0",
         "EML_OPS_INTERLEAVED_MAX_ROWS": "0",
+        "EML_OPS_COLUMN_BLOCK_L2_BYTES": "0",
     }
     values_under(overrides)
 

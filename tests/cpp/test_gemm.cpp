@@ -1075,7 +1075,9 @@ void test_block_model() {
         t.shallow_block_bytes != known.l1d.size_bytes ||
         t.stream_b_bytes != known.l2.size_bytes ||
         t.l3_share_bytes != known.l3.size_bytes / known.l3.sharing ||
-        t.aliasing_row_bytes != known.l1d.size_bytes / known.l1d.ways / 2) {
+        t.aliasing_row_bytes != known.l1d.size_bytes / known.l1d.ways / 2 ||
+        t.column_block_l2_bytes !=
+            (known.l2.size_bytes >= 2 * 1024 * 1024 ? known.l2.size_bytes / 2 : 0)) {
       fail("thresholds differ from the caches and the ISA", where);
     }
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
@@ -1092,6 +1094,18 @@ void test_block_model() {
                std::to_string(t.interleaved_max_rows) + ", aliased tile rows " +
                std::to_string(t.aliased_tile_rows),
            where);
+    }
+  }
+  // An L2 of 2 MiB (the Xeon's) keeps one row block's column blocks of C in its half; the
+  // model cases' L2s of 1 MiB or less do not (checked above).
+  {
+    constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
+    const CacheInfo xeon =
+        caches_of({48 * KiB, 12, 64, 1}, {2 * MiB, 16, 64, 1}, {480 * MiB, 16, 64, 2});
+    ++g_checks;
+    if (blocked::model_tuning(xeon, Isa::avx512, false).column_block_l2_bytes != MiB ||
+        blocked::model_tuning(xeon, Isa::avx2, false).column_block_l2_bytes != MiB) {
+      fail("column_block_l2_bytes is not half of a 2 MiB L2", "block model");
     }
   }
   // The tile of each ISA: the packed kernel's, AVX-512 in pairs.
@@ -1214,6 +1228,69 @@ void check_staged_c(std::mt19937& rng) {
   // Too small for a minimum block: C is computed in place.
   small_share.l3_share_bytes = wide.m * min_cols * bytes;
   check(wide, 0);
+  blocked::set_tuning_for_testing(nullptr);
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+// One row block over several blocks of depth: column blocks that keep C's and B's blocks
+// within column_block_l2_bytes (packed_gemm.h). The columns chosen are the widest whole
+// pairs of tiles that fit, narrower than n; none for one block of depth, more than one row
+// block, an A block beyond half of the budget, A's packed copy beyond the L3 share, or the
+// rule off. The
+// product under it (A packed once for all of k, C in place at an aliasing stride, bias, row
+// sums, a short last column block) on every ISA, one and two threads and prepacked.
+template <typename T>
+void check_l2_column_block(std::mt19937& rng) {
+  using Acc = accumulator_t<T>;
+  const auto bytes = static_cast<int64_t>(sizeof(Acc));
+  const int64_t pair = 2 * blocked::BlockSizes<Acc>::nr;
+  blocked::Tuning t = blocked::tuning();
+  blocked::CacheBlocks& blocks = std::is_same_v<Acc, double> ? t.f64 : t.f32;
+  blocks.kc = 64;
+  blocks.one_pass_kc = 64;
+  const int64_t m = 37, k = 197;                    // 4 blocks of depth: 50, 50, 50, 47
+  t.column_block_l2_bytes = (m + 50) * bytes * 3 * pair + 1;  // 3 pairs of columns
+  blocked::set_tuning_for_testing(&t);
+  const int64_t kc = blocked::packed_depth<Acc>(k);
+  const auto fits = [&](int64_t cols) {
+    return (m + kc) * cols * bytes <= t.column_block_l2_bytes;
+  };
+  const int64_t cols = blocked::l2_column_block<Acc>(m, 10 * pair, k);
+  ++g_checks;
+  if (kc != 50 || cols != 3 * pair || !fits(cols) || fits(cols + pair) ||
+      blocked::l2_column_block<Acc>(m, 3 * pair, k) != 0 ||
+      blocked::l2_column_block<Acc>(m, 10 * pair, blocks.one_pass_kc) != 0 ||
+      blocked::l2_column_block<Acc>(t.column_block_l2_bytes / (2 * kc * bytes) + 1, 10 * pair,
+                                    k) != 0) {
+    fail("l2_column_block: not the expected columns (" + std::to_string(cols) + ")",
+         type_name<T>());
+  }
+  const auto is_off = [&](blocked::Tuning off) {
+    blocked::set_tuning_for_testing(&off);
+    const bool none = blocked::l2_column_block<Acc>(m, 10 * pair, k) == 0;
+    blocked::set_tuning_for_testing(&t);
+    return none;
+  };
+  blocked::Tuning no_budget = t, small_share = t, two_row_blocks = t;
+  no_budget.column_block_l2_bytes = 0;
+  small_share.l3_share_bytes = m * k * bytes - 1;
+  (std::is_same_v<Acc, double> ? two_row_blocks.f64 : two_row_blocks.f32).mc = 18;
+  ++g_checks;
+  if (!is_off(no_budget) || !is_off(small_share) || !is_off(two_row_blocks)) {
+    fail("l2_column_block: not off without a budget, an L3 share for A or one row block",
+         type_name<T>());
+  }
+  // n: 3 whole blocks and 5 columns; then 16 pairs of columns, rows 32 lines apart (C's
+  // rows alias, and stay unstaged).
+  const int64_t n = 9 * pair + 5;
+  for (Isa isa : isas()) {
+    std::vector<Variant> variants = {{isa, Path::packed, 1}, {isa, Path::packed, 2}};
+    if constexpr (!is_half_v<T>) variants.push_back({isa, Path::packed, 1, kPrepackDepth});
+    check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, true, true}, variants, rng);
+    check_problem<T>({m, 16 * pair, k, Layout::col_major, Layout::row_major, false, false},
+                     variants, rng);
+  }
   blocked::set_tuning_for_testing(nullptr);
   set_active_isa(detected_isa());
   blocked::force_path(Path::automatic);
@@ -1761,6 +1838,9 @@ int main(int argc, char** argv) {
     check_staged_c<float>(model_rng);
     check_staged_c<double>(model_rng);
     check_staged_c<bfloat16_t>(model_rng);
+    check_l2_column_block<float>(model_rng);
+    check_l2_column_block<double>(model_rng);
+    check_l2_column_block<bfloat16_t>(model_rng);
     check_shared_b<float>(model_rng);
     check_shared_b<double>(model_rng);
     check_pack_line_starts<float>(model_rng);

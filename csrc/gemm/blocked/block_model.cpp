@@ -98,6 +98,8 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   tuning.shallow_block_bytes = caches.l1d.size_bytes;
   tuning.stream_b_bytes = caches.l2.size_bytes;
   tuning.l3_share_bytes = caches.l3.share_bytes();
+  tuning.column_block_l2_bytes =
+      caches.l2.size_bytes >= kMinColumnBlockL2Bytes ? caches.l2.size_bytes / 2 : 0;
   tuning.aliasing_row_bytes = std::max<int64_t>(1, way_bytes(caches.l1d) / 2);
   tuning.min_parallel_flops = static_cast<int64_t>(kForkJoinCycles * flops_per_cycle(isa));
   // Measured crossover (Zen 3 with AVX2, Zen 5 with AVX-512): the packed tiles beat the dot

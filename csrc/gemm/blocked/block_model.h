@@ -73,6 +73,10 @@ struct Tuning {
   // place (path.cpp); a B that the threads' shares hold is packed once for all of them
   // (blocked_gemm.cpp).
   int64_t l3_share_bytes = 0;
+  // One row block of A (m <= MC) over more than one block of depth: its column blocks of C
+  // and B take at most this many bytes of L2 together (packed_gemm.h). Half of an L2 of
+  // kMinColumnBlockL2Bytes or more; 0 (NC from L3 always) below.
+  int64_t column_block_l2_bytes = 0;
   // Every thread's part has at least this many flops (partition.h).
   int64_t min_parallel_flops = 0;
   // The dot path (no packing) takes up to this many rows when k is deep (path.cpp).
@@ -114,6 +118,11 @@ struct Tuning {
     }
   }
 };
+
+// The least L2 whose half keeps one row block's C and B blocks (column_block_l2_bytes): the
+// Xeon's 2 MiB, where it was measured (256 rows of forward and backward products of BERT and
+// the FFN 1.03x-1.13x); the AMD cores' 0.5-1 MiB are unmeasured.
+inline constexpr int64_t kMinColumnBlockL2Bytes = int64_t{2} << 20;
 
 // A fork/join of the thread pool costs about this many cycles (1 us at 2 GHz; measured
 // with torch's OpenMP pool on Zen 5): a part must be worth more, so the threading floor is

@@ -55,6 +55,28 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc) {
 }
 
 template <typename T>
+int64_t l2_column_block(int64_t m, int64_t n, int64_t k) {
+  const Tuning& limits = tuning();
+  constexpr int64_t nr = BlockSizes<T>::nr;
+  const auto bytes = static_cast<int64_t>(sizeof(T));
+  const int64_t kc = packed_depth<T>(k);
+  if (limits.column_block_l2_bytes == 0 || kc >= k || m > row_block<T>(limits.blocks<T>(), kc)) {
+    return 0;
+  }
+  // A's block stays in L2 beside C's and B's, in at most half their bytes: each column block
+  // reads it again (1024 rows of 256 steps, a block of 1 MiB, ran 1024^3 on two threads 4-7%
+  // slower); and A packed for all of k stays in L3.
+  const int64_t a_block_bytes = m * kc * bytes;
+  if (2 * a_block_bytes > limits.column_block_l2_bytes || m * k * bytes > limits.l3_share_bytes) {
+    return 0;
+  }
+  // Each column holds m values of C and kc of B; whole pairs of tiles (AVX-512's kernel runs
+  // two at once, and an odd one per block ran 1024^3 7% slower).
+  const int64_t cols = limits.column_block_l2_bytes / ((m + kc) * bytes) / (2 * nr) * (2 * nr);
+  return cols > 0 && cols < n ? cols : 0;
+}
+
+template <typename T>
 int64_t unaliased_ld(int64_t cols) {
   constexpr int64_t nr = BlockSizes<T>::nr;
   const int64_t ld = round_up(cols, nr);
@@ -76,17 +98,26 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   using T = Acc<S>;
   const CacheBlocks& limits = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  // Where C's rows alias, each column block is computed in a buffer and then copied into C.
-  const StagedC staging = staged_c<T>(m, n, k, c.ld);
+  // Column blocks that keep C in L2 (one row block; not for a B prepacked at another depth),
+  // else where C's rows alias, each column block is computed in a buffer and copied into C.
+  const bool model_depth = prepacked == nullptr || prepacked->kc == packed_depth<T>(k);
+  const int64_t l2_cols = model_depth ? l2_column_block<T>(m, n, k) : 0;
+  const StagedC staging = l2_cols != 0 ? StagedC{} : staged_c<T>(m, n, k, c.ld);
   const bool staged = staging.cols != 0;
   CacheBlocks blocks = limits;
   blocks.kc = prepacked != nullptr ? prepacked->kc : packed_depth<T>(k);
   blocks.mc = balanced_block(m, row_block<T>(limits, blocks.kc), BlockSizes<T>::mr);
-  blocks.nc = staged ? staging.cols : balanced_block(n, limits.nc, BlockSizes<T>::nr);
+  constexpr int64_t nr = BlockSizes<T>::nr;
+  blocks.nc = staged      ? staging.cols
+              : l2_cols != 0 ? balanced_block(n, l2_cols, 2 * nr)
+                             : balanced_block(n, limits.nc, nr);
   if (row_sums != nullptr) std::fill(row_sums, row_sums + m, T(0));
-  // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC.
+  // Buffers for the largest blocks this problem uses; bounded by MC, KC, NC. Narrowed column
+  // blocks keep A packed for all of k: block pc of it at packed_a + pc * (m rounded to MR).
   const int64_t max_kc = std::min(k, blocks.kc);
-  T* packed_a = packed_a_buffer<T>(packed_a_size<T>(std::min(m, blocks.mc), max_kc));
+  const bool a_packed_once = l2_cols != 0;
+  T* packed_a = packed_a_buffer<T>(
+      packed_a_size<T>(std::min(m, blocks.mc), a_packed_once ? k : max_kc));
   T* packed_b = prepacked != nullptr
                     ? nullptr
                     : packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
@@ -109,12 +140,15 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
       const bool first_kc = pc == 0;
       for (int64_t ic = 0; ic < m; ic += blocks.mc) {
         const int64_t mc = std::min(blocks.mc, m - ic);
-        // Each element of A is packed once per column block: sum it in the first only.
-        T* block_row_sums = (row_sums != nullptr && jc == 0) ? row_sums + ic : nullptr;
-        pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
-                   a.col_stride},
-                  packed_a, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
-        macro_kernel<T>(kernels.registers, kc, packed_a,
+        T* a_block = a_packed_once ? packed_a + pc * packed_a_size<T>(mc, 1) : packed_a;
+        if (!a_packed_once || jc == 0) {
+          // Each element of A is packed once per column block: sum it in the first only.
+          T* block_row_sums = (row_sums != nullptr && jc == 0) ? row_sums + ic : nullptr;
+          pack_a<S>({a.data + ic * a.row_stride + pc * a.col_stride, mc, kc, a.row_stride,
+                     a.col_stride},
+                    a_block, block_row_sums, kernels.pack_a_rows, kernels.pack_a_steps);
+        }
+        macro_kernel<T>(kernels.registers, kc, a_block,
                         b_panels, {c_block.data + ic * c_block.ld, mc, nc, c_block.ld},
                         first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
       }
@@ -129,6 +163,8 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
 
 template StagedC staged_c<float>(int64_t, int64_t, int64_t, int64_t);
 template StagedC staged_c<double>(int64_t, int64_t, int64_t, int64_t);
+template int64_t l2_column_block<float>(int64_t, int64_t, int64_t);
+template int64_t l2_column_block<double>(int64_t, int64_t, int64_t);
 template int64_t unaliased_ld<float>(int64_t);
 template int64_t unaliased_ld<double>(int64_t);
 template int64_t packed_depth<float>(int64_t);

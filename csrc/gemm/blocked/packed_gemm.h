@@ -22,6 +22,17 @@ inline constexpr int64_t kMinStagedBlockBytes = 4096;
 template <typename T>
 StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc);
 
+// One row block of A (m at most MC, its block within a quarter of L2) over more than one
+// block of depth revisits each column block of C once per block of depth. There the column
+// block is narrowed to keep C's block and B's packed block in half of L2
+// (tuning().column_block_l2_bytes) instead of filling L3 with B's block, which no second
+// row block would reuse; A is then packed once for all of k, so that the narrower blocks do
+// not pack it again, and C is computed in place (not staged). The columns of that block (a
+// multiple of 2 NR, less than n), or 0 where NC applies: more rows, one block of depth, the
+// rule off (0 bytes), or A's packed copy beyond the L3 share. T: float or double.
+template <typename T>
+int64_t l2_column_block(int64_t m, int64_t n, int64_t k);
+
 // A row stride for `cols` values of T whose rows do not alias: whole micro-tiles (NR values,
 // one cache line) per row, and a line more if those alias too.
 template <typename T>

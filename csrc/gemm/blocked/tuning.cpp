@@ -27,7 +27,7 @@ constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 19> kFields = {{
+const std::array<Field, 20> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -44,6 +44,8 @@ const std::array<Field, 19> kFields = {{
      "L2 size"},
     {"l3_share_bytes", "EML_OPS_L3_SHARE_BYTES", &Tuning::l3_share_bytes, nullptr, nullptr,
      "L3 size / CPUs sharing it"},
+    {"column_block_l2_bytes", "EML_OPS_COLUMN_BLOCK_L2_BYTES", &Tuning::column_block_l2_bytes,
+     nullptr, nullptr, "L2: half of it where it is 2 MiB or more, else 0 (NC from L3)", 0},
     {"min_parallel_flops", "EML_OPS_MIN_PARALLEL_FLOPS", &Tuning::min_parallel_flops, nullptr,
      nullptr, "2048 cycles (a fork/join) x the ISA's flops per cycle"},
     {"dot_max_rows", "EML_OPS_DOT_MAX_ROWS", &Tuning::dot_max_rows, nullptr, nullptr,

@@ -5,13 +5,15 @@
 //   EML_OPS_MC_F64, EML_OPS_KC_F64, EML_OPS_NC_F64  double cache blocks
 //   EML_OPS_ONE_PASS_KC, EML_OPS_ONE_PASS_KC_F64    the deepest k done in one block
 //   EML_OPS_SHALLOW_BLOCK_BYTES, EML_OPS_STREAM_B_BYTES, EML_OPS_L3_SHARE_BYTES,
+//   EML_OPS_COLUMN_BLOCK_L2_BYTES,
 //   EML_OPS_MIN_PARALLEL_FLOPS, EML_OPS_DOT_MAX_ROWS, EML_OPS_ALIASING_ROW_BYTES,
 //   EML_OPS_NARROW_TILES, EML_OPS_FEW_ROWS_TILES, EML_OPS_TRANSPOSED_MAX_ROWS,
 //   EML_OPS_INTERLEAVED_MAX_ROWS, EML_OPS_ALIASED_TILE_ROWS
 //                                                   the thresholds (block_model.h: Tuning)
 // A value that is not a positive integer is ignored (the report says so);
 // EML_OPS_NARROW_TILES, EML_OPS_FEW_ROWS_TILES, EML_OPS_TRANSPOSED_MAX_ROWS and
-// EML_OPS_INTERLEAVED_MAX_ROWS also take 0, which turns those tiles or that path off.
+// EML_OPS_INTERLEAVED_MAX_ROWS and EML_OPS_COLUMN_BLOCK_L2_BYTES also take 0, which turns
+// those tiles, that path or that rule off.
 #pragma once
 
 #include <cstdint>
