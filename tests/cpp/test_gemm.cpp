@@ -1236,10 +1236,10 @@ void check_staged_c(std::mt19937& rng) {
 // One row block over several blocks of depth: column blocks that keep C's and B's blocks
 // within column_block_l2_bytes (packed_gemm.h). The columns chosen are the widest whole
 // pairs of tiles that fit, narrower than n; none for one block of depth, more than one row
-// block, an A block beyond half of the budget, A's packed copy beyond the L3 share, or the
-// rule off. The
-// product under it (A packed once for all of k, C in place at an aliasing stride, bias, row
-// sums, a short last column block) on every ISA, one and two threads and prepacked.
+// block, an A block beyond half of the budget, A's packed copy beyond the L3 share or
+// kPackedAOnceBudgets budgets, or the rule off. The product under it (A packed once for all
+// of k, C in place at an aliasing stride, bias, row sums, a short last column block) on
+// every ISA, one and two threads and prepacked.
 template <typename T>
 void check_l2_column_block(std::mt19937& rng) {
   using Acc = accumulator_t<T>;
@@ -1276,9 +1276,12 @@ void check_l2_column_block(std::mt19937& rng) {
   no_budget.column_block_l2_bytes = 0;
   small_share.l3_share_bytes = m * k * bytes - 1;
   (std::is_same_v<Acc, double> ? two_row_blocks.f64 : two_row_blocks.f32).mc = 18;
+  const int64_t k_beyond_once = blocked::kPackedAOnceBudgets * t.column_block_l2_bytes /
+                                (m * bytes) + 1;
   ++g_checks;
-  if (!is_off(no_budget) || !is_off(small_share) || !is_off(two_row_blocks)) {
-    fail("l2_column_block: not off without a budget, an L3 share for A or one row block",
+  if (!is_off(no_budget) || !is_off(small_share) || !is_off(two_row_blocks) ||
+      blocked::l2_column_block<Acc>(m, 10 * pair, k_beyond_once) != 0) {
+    fail("l2_column_block: not off without a budget, room for A once or one row block",
          type_name<T>());
   }
   // n: 3 whole blocks and 5 columns; then 16 pairs of columns, rows 32 lines apart (C's

@@ -65,9 +65,12 @@ int64_t l2_column_block(int64_t m, int64_t n, int64_t k) {
   }
   // A's block stays in L2 beside C's and B's, in at most half their bytes: each column block
   // reads it again (1024 rows of 256 steps, a block of 1 MiB, ran 1024^3 on two threads 4-7%
-  // slower); and A packed for all of k stays in L3.
+  // slower). A packed for all of k stays in L3, and within kPackedAOnceBudgets budgets (the
+  // thread's workspace keeps it).
   const int64_t a_block_bytes = m * kc * bytes;
-  if (2 * a_block_bytes > limits.column_block_l2_bytes || m * k * bytes > limits.l3_share_bytes) {
+  const int64_t a_once_bytes =
+      std::min(limits.l3_share_bytes, kPackedAOnceBudgets * limits.column_block_l2_bytes);
+  if (2 * a_block_bytes > limits.column_block_l2_bytes || m * k * bytes > a_once_bytes) {
     return 0;
   }
   // Each column holds m values of C and kc of B; whole pairs of tiles (AVX-512's kernel runs

@@ -29,9 +29,13 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc);
 // row block would reuse; A is then packed once for all of k, so that the narrower blocks do
 // not pack it again, and C is computed in place (not staged). The columns of that block (a
 // multiple of 2 NR, less than n), or 0 where NC applies: more rows, one block of depth, the
-// rule off (0 bytes), or A's packed copy beyond the L3 share. T: float or double.
+// rule off (0 bytes), or A's packed copy beyond the L3 share or kPackedAOnceBudgets.
+// T: float or double.
 template <typename T>
 int64_t l2_column_block(int64_t m, int64_t n, int64_t k);
+// The most bytes of A packed for all of k, in column_block_l2_bytes (4 L2s: 256 rows of up to
+// 8192 floats).
+inline constexpr int64_t kPackedAOnceBudgets = 8;
 
 // A row stride for `cols` values of T whose rows do not alias: whole micro-tiles (NR values,
 // one cache line) per row, and a line more if those alias too.
