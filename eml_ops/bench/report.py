@@ -35,9 +35,16 @@ def tuning_line(tuning: dict[str, Any]) -> str:
     values = tuning["values"]
     blocks = " x ".join(str(values[name]["value"]) for name in ("mc", "kc", "nc"))
     one_pass = values["one_pass_kc"]["value"]
+    # Absent from a tuning recorded before the rule existed.
+    column_bytes = values.get("column_block_l2_bytes", {}).get("value", 0)
+    column_blocks = (
+        f", one row block's columns of C and B within {column_bytes >> 10} KiB of L2"
+        if column_bytes
+        else ""
+    )
     overridden = [v["env"] for v in values.values() if v["overridden"]]
     return (
-        f"blocked MC x KC x NC {blocks}, one pass up to k = {one_pass} "
+        f"blocked MC x KC x NC {blocks}, one pass up to k = {one_pass}{column_blocks} "
         f"(model of the {tuning['cache_source']} caches; "
         f"overrides: {', '.join(overridden) or 'none'})"
     )
