@@ -120,8 +120,8 @@ struct Tuning {
 };
 
 // The least L2 whose half keeps one row block's C and B blocks (column_block_l2_bytes): the
-// Xeon's 2 MiB, where it was measured (256 rows of forward and backward products of BERT and
-// the FFN 1.03x-1.13x); the AMD cores' 0.5-1 MiB are unmeasured.
+// Xeon's 2 MiB, where it was measured (the forward and dL/dX products of 256 rows of BERT and
+// the FFN 1.05x-1.14x); the AMD cores' 0.5-1 MiB are unmeasured.
 inline constexpr int64_t kMinColumnBlockL2Bytes = int64_t{2} << 20;
 
 // A fork/join of the thread pool costs about this many cycles (1 us at 2 GHz; measured
