@@ -550,6 +550,15 @@ void run_tests() {
     check_problem<T>({s[0], s[1], s[2], Layout::col_major, Layout::row_major, true, true},
                      all_variants({1, 2, 3}), rng);
   }
+  // Shallow blocks, written rows outer (macro_kernel.cpp): two row tiles per call from depth
+  // 16 (kPairBlockMinDepth) on, with the rows and the columns (a whole and a part tile) left
+  // after the whole pairs; depth 8 below it.
+  for (const int64_t k : {8, 16, 17, 32}) {
+    for (const int64_t m : {12, 29, 100}) {
+      check_problem<T>({m, 83, k, Layout::row_major, Layout::col_major, true, false},
+                       variants_of<T>({1, 2}), rng);
+    }
+  }
   // 3. Beyond the cache blocks (KC and MC on most CPUs, the direct paths' k blocks; each CPU's
   // model blocks: check_model_blocks) and threads
   // (4 threads on a square problem: a 2 x 2 grid of parts).

@@ -107,10 +107,10 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   const int64_t l2_cols = model_depth ? l2_column_block<T>(m, n, k) : 0;
   const StagedC staging = l2_cols != 0 ? StagedC{} : staged_c<T>(m, n, k, c.ld);
   const bool staged = staging.cols != 0;
+  constexpr int64_t mr = BlockSizes<T>::mr, nr = BlockSizes<T>::nr;
   CacheBlocks blocks = limits;
   blocks.kc = prepacked != nullptr ? prepacked->kc : packed_depth<T>(k);
-  blocks.mc = balanced_block(m, row_block<T>(limits, blocks.kc), BlockSizes<T>::mr);
-  constexpr int64_t nr = BlockSizes<T>::nr;
+  blocks.mc = balanced_block(m, row_block<T>(limits, blocks.kc), mr);
   blocks.nc = staged      ? staging.cols
               : l2_cols != 0 ? balanced_block(n, l2_cols, 2 * nr)
                              : balanced_block(n, limits.nc, nr);

@@ -11,7 +11,7 @@
 //   EML_OPS_INTERLEAVED_MAX_ROWS, EML_OPS_ALIASED_TILE_ROWS
 //                                                   the thresholds (block_model.h: Tuning)
 // A value that is not a positive integer is ignored (the report says so);
-// EML_OPS_NARROW_TILES, EML_OPS_FEW_ROWS_TILES, EML_OPS_TRANSPOSED_MAX_ROWS and
+// EML_OPS_NARROW_TILES, EML_OPS_FEW_ROWS_TILES, EML_OPS_TRANSPOSED_MAX_ROWS,
 // EML_OPS_INTERLEAVED_MAX_ROWS and EML_OPS_COLUMN_BLOCK_L2_BYTES also take 0, which turns
 // those tiles, that path or that rule off.
 #pragma once
