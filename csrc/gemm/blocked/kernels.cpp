@@ -61,6 +61,7 @@ const Kernels<S>& avx512_kernels() {
     Kernels<S> table = avx2_kernels<S>();
     table.registers.pair = avx512_micro_kernel_pair<Acc<S>>();
     table.registers.pair_block = avx512_micro_kernel_pair_block<Acc<S>>();
+    table.registers.pair_block_store = avx512_micro_kernel_pair_block_store<Acc<S>>();
     for (int rows = 1; rows < static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
       table.registers.pair_rows[rows - 1] = avx512_micro_kernel_pair_rows<Acc<S>>(rows);
     }

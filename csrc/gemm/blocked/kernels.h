@@ -129,6 +129,9 @@ struct RegisterKernels {
   // Two row tiles of a pair at once (C[0:2*MR, 0:2*NR], the second tile's A panel kc*MR
   // values after the first's), for the whole row tiles below the *_next ones; null: none.
   MicroKernel<T> pair_block = nullptr;
+  // pair_block without its fetch of C at the start: for shallow blocks, written rows outer,
+  // whose calls only write C (macro_kernel.cpp); null: none.
+  MicroKernel<T> pair_block_store = nullptr;
   // Rows 1 to MR of a tile or a pair, each step also prefetching its panels of B ahead and the
   // next column step's panels into L2 (for a B streamed from memory); null: none.
   MicroKernel<T> tile_next[kMr] = {};
@@ -201,6 +204,8 @@ template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_next(int rows);  // 1 <= rows <= MR
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_block();  // 2*MR rows of a pair
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_block_store();  // the same, C not fetched first
 template <typename S>
 void set_avx2_direct_tiles(Kernels<S>& kernels);
 template <typename T>

@@ -49,6 +49,14 @@ MicroKernel<T> avx512_micro_kernel_pair_block() {
 }
 
 template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_block_store() {
+  using VT = avx512::Vec<T>;
+  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
+  return &register_kernel<VT, kMr, 1, /*TILES=*/2, 2 * kMr, /*PREFETCH_B=*/false, false,
+                          /*PANELS=*/2, /*PREFETCH_C=*/false>;
+}
+
+template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair() {
   return pair_kernel<T, false>(static_cast<int>(BlockSizes<T>::mr));
 }
@@ -69,6 +77,8 @@ template MicroKernel<float> avx512_micro_kernel_pair_rows<float>(int);
 template MicroKernel<double> avx512_micro_kernel_pair_rows<double>(int);
 template MicroKernel<float> avx512_micro_kernel_pair_block<float>();
 template MicroKernel<double> avx512_micro_kernel_pair_block<double>();
+template MicroKernel<float> avx512_micro_kernel_pair_block_store<float>();
+template MicroKernel<double> avx512_micro_kernel_pair_block_store<double>();
 template MicroKernel<float> avx512_micro_kernel_pair_next<float>(int);
 template MicroKernel<double> avx512_micro_kernel_pair_next<double>(int);
 

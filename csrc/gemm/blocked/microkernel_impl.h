@@ -67,8 +67,9 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
 
 // PANELS = 2: two row tiles (ROWS = 2*MR, C[0:2*MR, ...]), the second's panel of A kc*MR
 // values after the first's: twice the accumulators, and each load of B feeds twice the FMAs.
+// PREFETCH_C = false: C is not fetched at the start (a shallow call that only writes C).
 template <typename VT, int MR, int NV, int TILES, int ROWS = MR, bool PREFETCH_B = false,
-          bool PREFETCH_NEXT = false, int PANELS = 1>
+          bool PREFETCH_NEXT = false, int PANELS = 1, bool PREFETCH_C = true>
 EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
                                              const typename VT::Scalar* b,
                                              typename VT::Scalar* c, int64_t ldc,
@@ -94,10 +95,12 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   }
   V (&acc)[ROWS][U] = sets[0];
   // C is needed only at the end: start fetching it now.
+  if constexpr (PREFETCH_C) {
 #pragma GCC unroll 16
-  for (int r = 0; r < ROWS; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + U * L - 1), _MM_HINT_T0);
+    for (int r = 0; r < ROWS; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + U * L - 1), _MM_HINT_T0);
+    }
   }
   int64_t p = 0;
 #pragma GCC unroll 2
