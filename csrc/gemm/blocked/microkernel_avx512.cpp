@@ -35,25 +35,28 @@ MicroKernel<T> pair_kernel(int rows) {
   return row_kernel<VT, kMr, 1, /*TILES=*/2, kPrefetchB, PREFETCH_NEXT>(rows);
 }
 
-}  // namespace
-
-// No prefetch of B: the first row tiles of each column step bring its panels into L1
+// The kernel of two row tiles (two packed A panels) by two adjacent tiles, 2 MR x 2 NR. No
+// prefetch of B: the first row tiles of each column step bring its panels into L1
 // (macro_kernel.cpp), and prefetching them again cost this kernel 4-5% on the Xeon (A and B
-// in cache: 218 against 228 GFLOP/s).
-template <typename T>
-MicroKernel<T> avx512_micro_kernel_pair_block() {
+// in cache: 218 against 228 GFLOP/s). PREFETCH_C: whether it asks for C's lines first.
+template <typename T, bool PREFETCH_C>
+MicroKernel<T> pair_block_kernel() {
   using VT = avx512::Vec<T>;
   constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
   return &register_kernel<VT, kMr, 1, /*TILES=*/2, 2 * kMr, /*PREFETCH_B=*/false, false,
-                          /*PANELS=*/2>;
+                          /*PANELS=*/2, PREFETCH_C>;
+}
+
+}  // namespace
+
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_block() {
+  return pair_block_kernel<T, true>();
 }
 
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_block_store() {
-  using VT = avx512::Vec<T>;
-  constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
-  return &register_kernel<VT, kMr, 1, /*TILES=*/2, 2 * kMr, /*PREFETCH_B=*/false, false,
-                          /*PANELS=*/2, /*PREFETCH_C=*/false>;
+  return pair_block_kernel<T, false>();
 }
 
 template <typename T>
