@@ -88,7 +88,9 @@ def model_blocks(
         kc += 8
     l2_size, l2_ways, l2_line, _ = level(caches, "L2")
     l2_way = way_bytes(l2_size, l2_ways, l2_line)
-    free = max(1, l2_ways - 1 - ceil_div(kc * nr * size, l2_way))
+    # A's block takes the ways left, or half of them in an L2 of 2 MiB or more.
+    left = l2_ways - 1 - ceil_div(kc * nr * size, l2_way)
+    free = max(1, left // 2 if l2_size >= 2 << 20 else left)
     mc = max(mr, free * l2_way // (kc * size) // mr * mr)
     l3_size, l3_ways, l3_line, l3_sharing = level(caches, "L3")
     l3_way = way_bytes(l3_size // l3_sharing, l3_ways, l3_line)

@@ -1107,15 +1107,27 @@ void test_block_model() {
   }
   // An L2 of 2 MiB (the Xeon's) keeps one row block's column blocks of C in its half; the
   // model cases' L2s of 1 MiB or less do not (checked above).
-  {
-    constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
-    const CacheInfo xeon =
-        caches_of({48 * KiB, 12, 64, 1}, {2 * MiB, 16, 64, 1}, {480 * MiB, 16, 64, 2});
-    ++g_checks;
-    if (blocked::model_tuning(xeon, Isa::avx512, false).column_block_l2_bytes != MiB ||
-        blocked::model_tuning(xeon, Isa::avx2, false).column_block_l2_bytes != MiB) {
-      fail("column_block_l2_bytes is not half of a 2 MiB L2", "block model");
-    }
+  constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
+  const CacheInfo xeon =
+      caches_of({48 * KiB, 12, 64, 1}, {2 * MiB, 16, 64, 1}, {480 * MiB, 16, 64, 2});
+  ++g_checks;
+  if (blocked::model_tuning(xeon, Isa::avx512, false).column_block_l2_bytes != MiB ||
+      blocked::model_tuning(xeon, Isa::avx2, false).column_block_l2_bytes != MiB) {
+    fail("column_block_l2_bytes is not half of a 2 MiB L2", "block model");
+  }
+  // And A's block takes half the ways the model leaves it (ways of 128 KiB; the L3 share of
+  // 240 MiB has ways of 15 MiB). AVX-512, float 6x32: KC 288 (A 2 ways of 4 KiB + B 9 = 11);
+  // B's micro-panel 1 way of L2, C 1: 14 ways, half 7 x 128 KiB / 1152 B = 796 -> 792 (not
+  // 1590); A block 912384 B = 1 way, NC 14 x 15 MiB / 1152 B = 191146 -> 191136. double
+  // 6x16: KC 256 (3 + 8); 7 x 128 KiB / 2048 B = 448 -> 444; NC 14 x 15 MiB / 2048 = 107520.
+  // AVX2, float 6x16: KC 512 (A 3 ways + B 8); 7 x 128 KiB / 2048 B = 448 -> 444.
+  expect_blocks(blocked::model_tuning(xeon, Isa::avx512, false).f32, {792, 288, 191136, 384},
+                "block model, Xeon, float");
+  expect_blocks(blocked::model_tuning(xeon, Isa::avx512, false).f64, {444, 256, 107520, 384},
+                "block model, Xeon, double");
+  ++g_checks;
+  if (blocked::model_tuning(xeon, Isa::avx2, false).f32.mc != 444) {
+    fail("MC is not half the free ways of a 2 MiB L2", "block model, Xeon, AVX2");
   }
   // The tile of each ISA: the packed kernel's, AVX-512 in pairs.
   ++g_checks;

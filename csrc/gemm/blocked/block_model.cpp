@@ -47,11 +47,13 @@ int64_t model_kc(const CacheLevel& l1, RegisterTile tile) {
 }
 
 // The rows (or columns) of a block `depth` deep that fit in the ways of `level` left after
-// one way and `reserved_bytes` (the operand that shares it), rounded down to `unit`.
+// one way and `reserved_bytes` (the operand that shares it), or in 1/`divisor` of them,
+// rounded down to `unit`.
 int64_t fill_ways(const CacheLevel& level, int64_t reserved_bytes, int64_t depth,
-                  int64_t element_bytes, int64_t unit) {
+                  int64_t element_bytes, int64_t unit, int64_t divisor = 1) {
   const int64_t way = way_bytes(level);
-  const int64_t free_ways = std::max<int64_t>(1, level.ways - 1 - ways_for(reserved_bytes, way));
+  const int64_t left = level.ways - 1 - ways_for(reserved_bytes, way);
+  const int64_t free_ways = std::max<int64_t>(1, left / divisor);
   return round_down(free_ways * way / (depth * element_bytes), unit);
 }
 
@@ -65,7 +67,8 @@ CacheBlocks model_blocks(const CacheInfo& reported, RegisterTile tile) {
   const int64_t s = tile.element_bytes;
   CacheBlocks blocks;
   blocks.kc = model_kc(l1, tile);
-  blocks.mc = fill_ways(l2, blocks.kc * tile.nr * s, blocks.kc, s, tile.mr);
+  const int64_t a_block_divisor = l2.size_bytes >= kMinHalfABlockL2Bytes ? 2 : 1;
+  blocks.mc = fill_ways(l2, blocks.kc * tile.nr * s, blocks.kc, s, tile.mr, a_block_divisor);
   blocks.nc = fill_ways(l3, blocks.mc * blocks.kc * s, blocks.kc, s, tile.nr);
   blocks.one_pass_kc =
       std::max(blocks.kc, round_down(l1.size_bytes / (tile.nr * s), kKcStep));

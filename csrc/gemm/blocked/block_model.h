@@ -16,7 +16,8 @@
 //     for float 6x16 the closed form leaves three ways unused: 170 instead of 320.)
 //   MC (L2): the MC x KC block of A takes the ways left after one for C and those the
 //     B micro-panel needs: C_Ac = W_L2 - 1 - ceil(KC NR S / (N_L2 C_L2));
-//     MC = C_Ac N_L2 C_L2 / (KC S), rounded down to a multiple of MR.
+//     MC = C_Ac N_L2 C_L2 / (KC S), rounded down to a multiple of MR. In an L2 of
+//     kMinHalfABlockL2Bytes or more, half of those ways (floor(C_Ac / 2)).
 //   NC (L3): likewise the KC x NC panel of B takes the ways left after one and those of
 //     the A block, in this thread's share of L3 (size / logical CPUs sharing it: each
 //     thread works through its part's columns, partition.h); NC rounded down to a
@@ -123,6 +124,17 @@ struct Tuning {
 // Xeon's 2 MiB, where it was measured (the forward and dL/dX products of 256 rows of BERT and
 // the FFN 1.05x-1.14x); the AMD cores' 0.5-1 MiB are unmeasured.
 inline constexpr int64_t kMinColumnBlockL2Bytes = int64_t{2} << 20;
+
+// The least L2 in which A's block takes half the ways the model leaves it (MC above): the
+// Xeon's 2 MiB. There the model's 14 of 16 ways (1590 float rows of KC 288) leave too little
+// room for the column steps of C that stream through L2 beside A (the register kernel alone,
+// 1020 rows of A against 504, C from L3: 172 against 189 GFLOP/s). Half (792 rows) against
+// 1590, one thread, forward, dL/dX and dL/dW: 1024^3 and 4096x1024x1024 1.02x-1.07x, 2048^3
+// 1.00x-1.04x, 1000x999x1001 0.99x-1.02x, 1024x4096x4096 forward 0.98x-0.99x (its B block
+// read once per row block from L3); two threads 1.01x-1.04x, double 1.00x-1.03x,
+// EML_OPS_ISA=avx2 up to 1.09x. The AMD cores' 0.5-1 MiB keep the model's ways, with which
+// their suites were measured.
+inline constexpr int64_t kMinHalfABlockL2Bytes = int64_t{2} << 20;
 
 // A fork/join of the thread pool costs about this many cycles (1 us at 2 GHz; measured
 // with torch's OpenMP pool on Zen 5): a part must be worth more, so the threading floor is

@@ -23,7 +23,8 @@ struct Field {
 };
 
 constexpr const char* kKcNote = "L1d: A and B micro-panels in whole ways, one way free";
-constexpr const char* kMcNote = "L2: ways left after one and B's micro-panel";
+constexpr const char* kMcNote =
+    "L2: ways left after one and B's micro-panel (half of them in an L2 of 2 MiB or more)";
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
