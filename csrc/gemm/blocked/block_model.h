@@ -129,7 +129,7 @@ inline constexpr int64_t kMinColumnBlockL2Bytes = int64_t{2} << 20;
 // Xeon's 2 MiB. There the model's 14 of 16 ways (1590 float rows of KC 288) leave too little
 // room for the column steps of C that stream through L2 beside A (the register kernel alone,
 // 1020 rows of A against 504, C from L3: 172 against 189 GFLOP/s). Half (792 rows) against
-// 1590, one thread, forward, dL/dX and dL/dW: 1024^3 and 4096x1024x1024 1.02x-1.07x, 2048^3
+// 1590, one thread, forward, dL/dX and dL/dW: 1024^3 and 4096x1024x1024 1.02x-1.08x, 2048^3
 // 1.00x-1.04x, 1000x999x1001 0.99x-1.02x, 1024x4096x4096 forward 0.98x-0.99x (its B block
 // read once per row block from L3); two threads 1.01x-1.04x, double 1.00x-1.03x,
 // EML_OPS_ISA=avx2 up to 1.09x. The AMD cores' 0.5-1 MiB keep the model's ways, with which
