@@ -142,17 +142,20 @@ def test_markdown_tables(quick_run: Path, data: dict):
     assert all(line in text for line in peaks) and len(peaks) == (max(meta["threads"]) > 1)
 
 
-def test_tuning_line_names_the_l2_column_blocks_where_the_rule_is_on():
-    def tuning(column_bytes: int) -> dict:
+def test_tuning_line_names_the_l2_column_blocks_and_the_streamed_dw_where_they_are_on():
+    def tuning(column_bytes: int, stream_bytes: int) -> dict:
         values = {name: {"value": value, "env": f"EML_OPS_{name.upper()}", "overridden": False}
                   for name, value in (("mc", 18), ("kc", 24), ("nc", 32), ("one_pass_kc", 24),
-                                      ("column_block_l2_bytes", column_bytes))}
+                                      ("column_block_l2_bytes", column_bytes),
+                                      ("stream_c_bytes", stream_bytes))}
         return {"values": values, "cache_source": "test"}
 
-    on = report.tuning_line(tuning(1 << 20))
+    on = report.tuning_line(tuning(1 << 20, 2 << 20))
     assert "MC x KC x NC 18 x 24 x 32, one pass up to k = 24, " in on
     assert "one row block's columns of C and B within 1024 KiB of L2" in on
-    assert "L2" not in report.tuning_line(tuning(0))
+    assert "dL/dW beyond 2048 KiB written past the caches" in on
+    off = report.tuning_line(tuning(0, 0))
+    assert "L2" not in off and "past the caches" not in off
 
 
 def test_python_threads_table(quick_run: Path, data: dict):

@@ -37,15 +37,18 @@ THRESHOLD_NAMES = (
     "interleaved_max_rows",
     "aliased_tile_rows",
     "column_block_l2_bytes",
+    "stream_c_bytes",
 )
 # Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles, the
-# few-rows tiles and the interleaved path without AVX-512, the L2 column blocks below 2 MiB.
+# few-rows tiles and the interleaved path without AVX-512, the L2 column blocks below 2 MiB,
+# the streamed C without AVX-512's whole FMAs.
 MAY_BE_ZERO = (
     "narrow_tiles",
     "few_rows_tiles",
     "transposed_max_rows",
     "interleaved_max_rows",
     "column_block_l2_bytes",
+    "stream_c_bytes",
 )
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
@@ -144,6 +147,8 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     assert values["narrow_tiles"]["model"] == int(narrow)
     # AVX-512's few-rows tiles where its FMAs run whole.
     assert values["few_rows_tiles"]["model"] == int(isa == "avx512" and not narrow)
+    # dL/dW beyond the L2 written past the caches, by AVX-512's whole-FMA pair blocks.
+    assert values["stream_c_bytes"]["model"] == (l2_size if isa == "avx512" and not narrow else 0)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
     assert values["interleaved_max_rows"]["model"] == (128 if isa == "avx512" else 0)
     # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
@@ -214,6 +219,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_ALIASING_ROW_BYTES": "64",
         "EML_OPS_ALIASED_TILE_ROWS": "5",
         "EML_OPS_COLUMN_BLOCK_L2_BYTES": "20000",
+        "EML_OPS_STREAM_C_BYTES": "30000",
     }
     values = values_under(overrides)
     for env in overrides:
@@ -230,6 +236,7 @@ def test_zero_turns_the_narrow_tiles_row_limited_paths_and_l2_column_blocks_off(
         "EML_OPS_TRANSPOSED_MAX_ROWS": "0",
         "EML_OPS_INTERLEAVED_MAX_ROWS": "0",
         "EML_OPS_COLUMN_BLOCK_L2_BYTES": "0",
+        "EML_OPS_STREAM_C_BYTES": "0",
     }
     values_under(overrides)
 
@@ -310,3 +317,47 @@ def test_gemm_correct_with_this_cpus_blocks() -> None:
                 finally:
                     eml_ops._C.set_isa(previous)
                 torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+
+
+STREAMED_DW = """
+import sys, torch, eml_ops
+torch.manual_seed(0)
+eml_ops.set_backend("blocked")
+results = []
+for threads in (1, 2):
+    torch.set_num_threads(threads)
+    for dtype in (torch.float32, torch.float64):
+        # dL/dW of one block of depth (batch 64 and 200), rows of whole cache lines (in 256)
+        # or not (in 250); 96 x 256 is 96 KiB of float, past the override below.
+        for batch, in_features, out_features in ((64, 256, 96), (200, 256, 96), (64, 250, 96)):
+            g = torch.randn(batch, out_features, dtype=dtype)
+            x = torch.randn(batch, in_features, dtype=dtype)
+            w = torch.randn(out_features, in_features, dtype=dtype)
+            results.append(torch.ops.eml.linear_backward(g, x, w, [False, True, True]))
+torch.save(results, sys.argv[1])
+"""
+
+
+def test_streamed_dw_has_the_bits_of_a_cached_one(tmp_path: Any) -> None:
+    """dL/dW written past the caches (EML_OPS_STREAM_C_BYTES=1: every one-pass dL/dW whose
+    rows are whole cache lines, on AVX-512 with whole FMAs) has the bits of the one written
+    through them (0: off), and matches a float64 reference."""
+    outputs = {}
+    for stream_bytes in ("1", "0"):
+        path = tmp_path / f"dw_{stream_bytes}.pt"
+        result = subprocess.run(
+            [sys.executable, "-c", STREAMED_DW, str(path)], capture_output=True, text=True,
+            timeout=300, check=False,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("EML_OPS_")},
+                 "EML_OPS_STREAM_C_BYTES": stream_bytes})
+        assert result.returncode == 0, result.stderr
+        outputs[stream_bytes] = torch.load(path)
+    streamed, cached = outputs["1"], outputs["0"]
+    assert len(streamed) == len(cached) == 12
+    for (_, dw, db), (_, dw_cached, db_cached) in zip(streamed, cached, strict=True):
+        assert torch.equal(dw, dw_cached) and torch.equal(db, db_cached)
+    # The first product again, in float64 from the same seed.
+    torch.manual_seed(0)
+    g, x = torch.randn(64, 96), torch.randn(64, 256)
+    torch.testing.assert_close(streamed[0][1].double(), g.double().t() @ x.double(),
+                               rtol=1e-5, atol=1e-5)

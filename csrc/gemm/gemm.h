@@ -49,6 +49,11 @@ struct Epilogue {
   // If set: receives sum_k A(i, k) for every row i (length A.rows). With A = G^T this
   // is the bias gradient, computed while A is read anyway.
   T* a_row_sums = nullptr;
+  // C is written once and read again only later (dL/dW, which the optimizer reads after the
+  // backward pass): a GEMM whose C it writes in one pass, beyond the thread's
+  // tuning().stream_c_bytes, may write it past the caches instead of reading each line in
+  // first. A hint: the results are the same either way.
+  bool stream_c = false;
 };
 
 // How a GEMM may use threads. The library owns no thread pool; the caller passes

@@ -35,16 +35,17 @@ def tuning_line(tuning: dict[str, Any]) -> str:
     values = tuning["values"]
     blocks = " x ".join(str(values[name]["value"]) for name in ("mc", "kc", "nc"))
     one_pass = values["one_pass_kc"]["value"]
-    # Absent from a tuning recorded before the rule existed.
+    # Either rule is absent from a tuning recorded before it existed, and off at 0.
     column_bytes = values.get("column_block_l2_bytes", {}).get("value", 0)
-    column_blocks = (
-        f", one row block's columns of C and B within {column_bytes >> 10} KiB of L2"
-        if column_bytes
-        else ""
-    )
+    stream_bytes = values.get("stream_c_bytes", {}).get("value", 0)
+    rules = ""
+    if column_bytes:
+        rules += f", one row block's columns of C and B within {column_bytes >> 10} KiB of L2"
+    if stream_bytes:
+        rules += f", dL/dW beyond {stream_bytes >> 10} KiB written past the caches"
     overridden = [v["env"] for v in values.values() if v["overridden"]]
     return (
-        f"blocked MC x KC x NC {blocks}, one pass up to k = {one_pass}{column_blocks} "
+        f"blocked MC x KC x NC {blocks}, one pass up to k = {one_pass}{rules} "
         f"(model of the {tuning['cache_source']} caches; "
         f"overrides: {', '.join(overridden) or 'none'})"
     )

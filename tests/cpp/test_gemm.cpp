@@ -307,6 +307,7 @@ struct Variant {
   // B packed ahead (prepack_b) in blocks of this many steps, the path then ignored: 0, not
   // prepacked; kPrepackDepth, the depth prepack_depth gives.
   int64_t prepack_kc = 0;
+  bool stream_c = false;  // Epilogue::stream_c
 };
 constexpr int64_t kPrepackDepth = -1;
 
@@ -327,11 +328,11 @@ std::string describe(const Problem& c, const Variant& v, const char* type) {
   char text[300];
   std::snprintf(text, sizeof(text),
                 "%s m=%lld n=%lld k=%lld A=%s B=%s bias=%d row_sums=%d isa=%s path=%s threads=%d "
-                "prepack_kc=%lld",
+                "prepack_kc=%lld stream_c=%d",
                 type, static_cast<long long>(c.m), static_cast<long long>(c.n),
                 static_cast<long long>(c.k), layout_name(c.a_layout), layout_name(c.b_layout),
                 c.bias, c.row_sums, isa_name(v.isa), path_name(v.path), v.threads,
-                static_cast<long long>(v.prepack_kc));
+                static_cast<long long>(v.prepack_kc), v.stream_c);
   return text;
 }
 
@@ -397,16 +398,21 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants,
   const int64_t ld = c.n + (c.m % 3);  // sometimes wider than n
   const T sentinel = from_double<T>(12345.5);
   for (const Variant& v : variants) {
-    std::vector<T> out(static_cast<size_t>(c.m * ld) + 4, sentinel);
+    // 64-byte aligned, as a streamed C's rows must be (with ld a multiple of a line).
+    AlignedBuffer out_storage;
+    const size_t out_size = static_cast<size_t>(c.m * ld) + 4;
+    T* out = static_cast<T*>(out_storage.reserve(out_size * sizeof(T)));
+    std::fill(out, out + out_size, sentinel);
     std::vector<T> sums(static_cast<size_t>(c.m) + 2, sentinel);
     Epilogue<T> epilogue;
     if (c.bias) epilogue.bias = bias.data();
     if (c.row_sums) epilogue.a_row_sums = sums.data();
+    epilogue.stream_c = v.stream_c;
     set_active_isa(v.isa);
     blocked::force_path(v.path);
     const Threading threading = v.threads > 1 ? spawning_threading(v.threads) : Threading{};
     if constexpr (is_half_v<T>) {
-      blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
+      blocked_gemm<T>(a.view, b.view, {out, c.m, c.n, ld}, epilogue, threading);
     } else if (v.prepack_kc != 0) {
       const int64_t kc = v.prepack_kc == kPrepackDepth ? prepack_depth<T>(c.k) : v.prepack_kc;
       // A poisoned tail: the GEMM must read only the packed values.
@@ -415,10 +421,10 @@ void check_problem(const Problem& c, const std::vector<Variant>& variants,
       T* packed = static_cast<T*>(storage.reserve(size * sizeof(T)));
       std::fill(packed, packed + size, from_double<T>(NAN));
       prepack_b<T>(b.view, kc, packed);
-      blocked_gemm<T>(a.view, PrepackedB<T>{packed, c.k, c.n, kc}, {out.data(), c.m, c.n, ld},
+      blocked_gemm<T>(a.view, PrepackedB<T>{packed, c.k, c.n, kc}, {out, c.m, c.n, ld},
                       epilogue, threading);
     } else {
-      blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, ld}, epilogue, threading);
+      blocked_gemm<T>(a.view, b.view, {out, c.m, c.n, ld}, epilogue, threading);
     }
     ++g_checks;
 
@@ -1093,12 +1099,16 @@ void test_block_model() {
     ++g_checks;
     const int64_t interleaved_rows = c.isa == Isa::avx512 ? 128 : 0;
     const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
+    // The streamed pair blocks exist with whole 512-bit FMAs only.
+    const int64_t stream_c_bytes = few_rows_tiles == 1 ? known.l2.size_bytes : 0;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) || t.few_rows_tiles != few_rows_tiles ||
+        t.stream_c_bytes != stream_c_bytes ||
         t.transposed_max_rows != want.transposed_max_rows ||
         t.interleaved_max_rows != interleaved_rows ||
         t.aliased_tile_rows != c.aliased_tile_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", few-rows tiles " +
-               std::to_string(t.few_rows_tiles) + ", transposed rows " +
+               std::to_string(t.few_rows_tiles) + ", stream_c_bytes " +
+               std::to_string(t.stream_c_bytes) + ", transposed rows " +
                std::to_string(t.transposed_max_rows) + ", interleaved rows " +
                std::to_string(t.interleaved_max_rows) + ", aliased tile rows " +
                std::to_string(t.aliased_tile_rows),
@@ -1314,6 +1324,63 @@ void check_l2_column_block(std::mt19937& rng) {
     check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, true, true}, variants, rng);
     check_problem<T>({m, 16 * pair, k, Layout::col_major, Layout::row_major, false, false},
                      variants, rng);
+  }
+  blocked::set_tuning_for_testing(nullptr);
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+// A C that asks to be streamed (Epilogue::stream_c). streams_c takes one written in one block
+// of depth, of more than stream_c_bytes, its data and row stride whole cache lines, and no
+// other. The product is the same with the hint: whole pair blocks streamed (on AVX-512 with
+// whole FMAs), a short last row tile, a single last tile, bias and row sums, one and two
+// threads and prepacked, on every ISA; and where C is not streamed (rows not aligned, several
+// blocks of depth).
+template <typename T>
+void check_streamed_c(std::mt19937& rng) {
+  const auto bytes = static_cast<int64_t>(sizeof(T));
+  const int64_t line = blocked::kStreamAlignment / bytes;  // values per cache line
+  blocked::Tuning t = blocked::tuning();
+  blocked::CacheBlocks& blocks = std::is_same_v<T, double> ? t.f64 : t.f32;
+  blocks.kc = 64;
+  blocks.one_pass_kc = 64;
+  const int64_t m = 51, n = 7 * line, k = 50;  // 4 pair blocks and 3 rows; 3 pairs and a tile
+  t.stream_c_bytes = 1;  // every part of the products below
+  t.shallow_block_bytes = 0;  // no block written rows outer, which streams nothing
+  blocked::set_tuning_for_testing(&t);
+  AlignedBuffer storage;
+  T* data = static_cast<T*>(storage.reserve(static_cast<size_t>(m * n + 1) * sizeof(T)));
+  const OutputMatrix<T> c{data, m, n, n};
+  blocked::Tuning just_below = t, equal = t, off = t;
+  just_below.stream_c_bytes = m * n * bytes - 1;
+  equal.stream_c_bytes = m * n * bytes;
+  off.stream_c_bytes = 0;
+  const auto streams_with = [&](const blocked::Tuning& tuning, OutputMatrix<T> matrix,
+                                int64_t depth) {
+    blocked::set_tuning_for_testing(&tuning);
+    const bool streams = blocked::streams_c<T>(matrix, depth, blocked::packed_depth<T>(depth));
+    blocked::set_tuning_for_testing(&t);
+    return streams;
+  };
+  ++g_checks;
+  if (!streams_with(just_below, c, k) || streams_with(just_below, c, 2 * blocks.kc) ||
+      streams_with(just_below, {data + 1, m, n, n}, k) ||
+      streams_with(just_below, {data, m, n, n + 1}, k) || streams_with(equal, c, k) ||
+      streams_with(off, c, k)) {
+    fail("streams_c: not exactly the one-pass, large, aligned C", type_name<T>());
+  }
+  for (Isa isa : isas()) {
+    const std::vector<Variant> variants = {{isa, Path::packed, 1, 0, true},
+                                           {isa, Path::packed, 2, 0, true},
+                                           {isa, Path::packed, 1, kPrepackDepth, true}};
+    // dL/dW's layouts (A = G^T) and the forward's; then rows not aligned (ld = n + 2) and
+    // several blocks of depth.
+    check_problem<T>({m, n, k, Layout::col_major, Layout::row_major, false, true}, variants, rng);
+    check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, true, false}, variants, rng);
+    check_problem<T>({m - 1, n, k, Layout::col_major, Layout::row_major, true, true}, variants,
+                     rng);
+    check_problem<T>({m, n, 3 * k, Layout::col_major, Layout::row_major, false, true}, variants,
+                     rng);
   }
   blocked::set_tuning_for_testing(nullptr);
   set_active_isa(detected_isa());
@@ -1865,6 +1932,8 @@ int main(int argc, char** argv) {
     check_l2_column_block<float>(model_rng);
     check_l2_column_block<double>(model_rng);
     check_l2_column_block<bfloat16_t>(model_rng);
+    check_streamed_c<float>(model_rng);
+    check_streamed_c<double>(model_rng);
     check_shared_b<float>(model_rng);
     check_shared_b<double>(model_rng);
     check_pack_line_starts<float>(model_rng);

@@ -104,13 +104,15 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   tuning.column_block_l2_bytes =
       caches.l2.size_bytes >= kMinColumnBlockL2Bytes ? caches.l2.size_bytes / 2 : 0;
   tuning.aliasing_row_bytes = std::max<int64_t>(1, way_bytes(caches.l1d) / 2);
+  const bool whole_avx512 = isa == Isa::avx512 && !splits_avx512;
+  tuning.stream_c_bytes = whole_avx512 ? caches.l2.size_bytes : 0;
   tuning.min_parallel_flops = static_cast<int64_t>(kForkJoinCycles * flops_per_cycle(isa));
   // Measured crossover (Zen 3 with AVX2, Zen 5 with AVX-512): the packed tiles beat the dot
   // tiles of the same ISA from 33 rows on (Zen 5, 16-32 rows x 4096 x 4096: dot 1.3-1.4x).
   tuning.dot_max_rows = 32;
   const bool narrow_tiles = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
   tuning.narrow_tiles = narrow_tiles ? 1 : 0;
-  tuning.few_rows_tiles = isa == Isa::avx512 && !splits_avx512 ? 1 : 0;
+  tuning.few_rows_tiles = whole_avx512 ? 1 : 0;
   tuning.transposed_max_rows = narrow_tiles ? 64 : 0;
   tuning.interleaved_max_rows = isa == Isa::avx512 ? kInterleavedMaxRows : 0;
   tuning.aliased_tile_rows = model_aliased_tile_rows(caches.l1d);

@@ -78,6 +78,11 @@ struct Tuning {
   // and B take at most this many bytes of L2 together (packed_gemm.h). Half of an L2 of
   // kMinColumnBlockL2Bytes or more; 0 (NC from L3 always) below.
   int64_t column_block_l2_bytes = 0;
+  // A C that asks for it (Epilogue::stream_c: dL/dW) and is written in one block of depth is
+  // written past the caches where it holds more than this many bytes per thread
+  // (packed_gemm.h): the L2 size where the ISA has streamed kernels (AVX-512 with whole 512-bit
+  // FMAs: its pair blocks), else 0 (off).
+  int64_t stream_c_bytes = 0;
   // Every thread's part has at least this many flops (partition.h).
   int64_t min_parallel_flops = 0;
   // The dot path (no packing) takes up to this many rows when k is deep (path.cpp).

@@ -26,9 +26,11 @@ namespace blocked {
 namespace {
 
 // One thread's share: the whole product for a block of C, in the accumulator type.
+// stream_c: Epilogue::stream_c (the packed path's).
 template <typename S>
 void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
-                         OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums) {
+                         OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums,
+                         bool stream_c) {
   switch (choose_path(a, b, c.rows, c.cols, a.cols)) {
     case Path::dot:
       dot_gemm(kernels, a, b, c, bias);
@@ -50,7 +52,7 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
       [[fallthrough]];  // an ISA without them (a forced path, an override): packed
     case Path::automatic:
     case Path::packed:
-      packed_gemm(kernels, a, b, c, bias, row_sums);
+      packed_gemm(kernels, a, b, c, bias, row_sums, nullptr, stream_c);
       return;
   }
   if (row_sums != nullptr) sum_rows(a, row_sums);
@@ -108,7 +110,8 @@ void half_gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a,
                                        a.col_stride};
       gemm_on_this_thread(kernels, block_a, block_b,
                           OutputMatrix<float>{results, rows, cols, results_ld},
-                          bias != nullptr ? bias + first_col : nullptr, sum_rows ? sums : nullptr);
+                          bias != nullptr ? bias + first_col : nullptr, sum_rows ? sums : nullptr,
+                          /*stream_c=*/false);  // the buffer is read right away
       for (int64_t i = 0; i < rows; ++i) {
         kernels.narrow(results + i * results_ld, cols,
                        c.data + (first_row + i) * c.ld + first_col);
@@ -132,11 +135,11 @@ void row_sums_of(const Kernels<S>& kernels, ConstMatrixView<S> a, S* row_sums) {
 
 template <typename S>
 void part_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
-               OutputMatrix<S> c, const Acc<S>* bias, S* row_sums) {
+               OutputMatrix<S> c, const Acc<S>* bias, S* row_sums, bool stream_c) {
   if constexpr (is_half_v<S>) {
     half_gemm_on_this_thread(kernels, a, b, c, bias, row_sums);
   } else {
-    gemm_on_this_thread(kernels, a, b, c, bias, row_sums);
+    gemm_on_this_thread(kernels, a, b, c, bias, row_sums, stream_c);
   }
 }
 
@@ -265,7 +268,7 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
   }
   const Grid grid = choose_part_grid<T>(m, n, k, threading);
   if (grid.parts() == 1) {
-    part_gemm(kernels, a, b, c, bias, epilogue.a_row_sums);
+    part_gemm(kernels, a, b, c, bias, epilogue.a_row_sums, epilogue.stream_c);
     return;
   }
   if constexpr (!is_half_v<S>) {
@@ -283,7 +286,7 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
       return;
     }
     part_gemm(kernels, part_a, part_b, block_of(c, rows, cols),
-              bias != nullptr ? bias + cols.begin : nullptr, part_row_sums);
+              bias != nullptr ? bias + cols.begin : nullptr, part_row_sums, epilogue.stream_c);
   });
 }
 
@@ -341,7 +344,7 @@ void blocked_gemm(ConstMatrixView<T> a, const PrepackedB<T>& b, OutputMatrix<T> 
     const PackedPanels<T> panels{b.data, padded_cols, b.kc, cols.begin};
     packed_gemm(kernels, rows_of(a, rows), b_sizes, block_of(c, rows, cols),
                 epilogue.bias != nullptr ? epilogue.bias + cols.begin : nullptr, part_row_sums,
-                &panels);
+                &panels, epilogue.stream_c);
   };
   const Grid grid = choose_part_grid<T>(m, n, k, threading);
   if (grid.parts() == 1) {

@@ -62,6 +62,7 @@ const Kernels<S>& avx512_kernels() {
     table.registers.pair = avx512_micro_kernel_pair<Acc<S>>();
     table.registers.pair_block = avx512_micro_kernel_pair_block<Acc<S>>();
     table.registers.pair_block_store = avx512_micro_kernel_pair_block_store<Acc<S>>();
+    table.registers.pair_block_stream = avx512_micro_kernel_pair_block_stream<Acc<S>>();
     for (int rows = 1; rows < static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
       table.registers.pair_rows[rows - 1] = avx512_micro_kernel_pair_rows<Acc<S>>(rows);
     }

@@ -132,6 +132,9 @@ struct RegisterKernels {
   // pair_block without its fetch of C at the start: for shallow blocks, written rows outer,
   // whose calls only write C (macro_kernel.cpp); null: none.
   MicroKernel<T> pair_block_store = nullptr;
+  // pair_block_store writing C past the caches (64-byte aligned rows), for a C that is written
+  // once and read again only later (Epilogue::stream_c); null: none.
+  MicroKernel<T> pair_block_stream = nullptr;
   // Rows 1 to MR of a tile or a pair, each step also prefetching its panels of B ahead and the
   // next column step's panels into L2 (for a B streamed from memory); null: none.
   MicroKernel<T> tile_next[kMr] = {};
@@ -206,6 +209,8 @@ template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_block();  // 2*MR rows of a pair
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_block_store();  // the same, C not fetched first
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_block_stream();  // and written past the caches
 template <typename S>
 void set_avx2_direct_tiles(Kernels<S>& kernels);
 template <typename T>

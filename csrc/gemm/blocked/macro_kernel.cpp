@@ -56,7 +56,8 @@ constexpr int64_t kPairBlockMinDepth = 16;
 
 template <typename T>
 void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed_a,
-                  const T* packed_b, OutputMatrix<T> c, const T* bias, bool accumulate) {
+                  const T* packed_b, OutputMatrix<T> c, const T* bias, bool accumulate,
+                  bool stream_c) {
   constexpr int64_t MR = BlockSizes<T>::mr;
   constexpr int64_t NR = BlockSizes<T>::nr;
   alignas(64) T edge_tile[MR * NR];
@@ -65,6 +66,9 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
   // load of B (Xeon with AVX-512, 2048^3: 0.86x -> 0.91x F.linear; Zen 4's split FMAs keep
   // the measured one-tile calls).
   const MicroKernel<T> pair_block = tuning().narrow_tiles == 0 ? kernels.pair_block : nullptr;
+  // The pair blocks of a C written once, past the caches (their rows 64-byte aligned).
+  const MicroKernel<T> streamed_block =
+      pair_block != nullptr && stream_c && !accumulate ? kernels.pair_block_stream : nullptr;
   const auto prefetches_next = [&](int64_t i) {
     return streaming && i < kPrefetchNextTiles * MR;
   };
@@ -145,7 +149,8 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
     // choice took 1.6% of 1024^3).
     if (j + count * NR <= c.cols) {
       if (count == 2 && pair_block != nullptr) {
-        for (; i + 2 * MR <= c.rows; i += 2 * MR) run_into_c(pair_block, i, j);
+        const MicroKernel<T> block = streamed_block != nullptr ? streamed_block : pair_block;
+        for (; i + 2 * MR <= c.rows; i += 2 * MR) run_into_c(block, i, j);
       }
       const MicroKernel<T> whole = count == 2 ? kernels.pair : kernels.tile;
       for (; i + MR <= c.rows; i += MR) run_into_c(whole, i, j);
@@ -155,8 +160,9 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
 }
 
 template void macro_kernel<float>(const RegisterKernels<float>&, int64_t, const float*,
-                                  const float*, OutputMatrix<float>, const float*, bool);
+                                  const float*, OutputMatrix<float>, const float*, bool, bool);
 template void macro_kernel<double>(const RegisterKernels<double>&, int64_t, const double*,
-                                   const double*, OutputMatrix<double>, const double*, bool);
+                                   const double*, OutputMatrix<double>, const double*, bool,
+                                   bool);
 
 }  // namespace eml::gemm::blocked

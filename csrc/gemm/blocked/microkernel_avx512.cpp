@@ -38,13 +38,14 @@ MicroKernel<T> pair_kernel(int rows) {
 // The kernel of two row tiles (two packed A panels) by two adjacent tiles, 2 MR x 2 NR. No
 // prefetch of B: the first row tiles of each column step bring its panels into L1
 // (macro_kernel.cpp), and prefetching them again cost this kernel 4-5% on the Xeon (A and B
-// in cache: 218 against 228 GFLOP/s). PREFETCH_C: whether it asks for C's lines first.
-template <typename T, bool PREFETCH_C>
+// in cache: 218 against 228 GFLOP/s). PREFETCH_C: whether it asks for C's lines first;
+// STREAM_C: whether it writes them past the caches.
+template <typename T, bool PREFETCH_C, bool STREAM_C = false>
 MicroKernel<T> pair_block_kernel() {
   using VT = avx512::Vec<T>;
   constexpr int kMr = static_cast<int>(BlockSizes<T>::mr);
   return &register_kernel<VT, kMr, 1, /*TILES=*/2, 2 * kMr, /*PREFETCH_B=*/false, false,
-                          /*PANELS=*/2, PREFETCH_C>;
+                          /*PANELS=*/2, PREFETCH_C, STREAM_C>;
 }
 
 }  // namespace
@@ -57,6 +58,11 @@ MicroKernel<T> avx512_micro_kernel_pair_block() {
 template <typename T>
 MicroKernel<T> avx512_micro_kernel_pair_block_store() {
   return pair_block_kernel<T, false>();
+}
+
+template <typename T>
+MicroKernel<T> avx512_micro_kernel_pair_block_stream() {
+  return pair_block_kernel<T, false, true>();
 }
 
 template <typename T>
@@ -82,6 +88,8 @@ template MicroKernel<float> avx512_micro_kernel_pair_block<float>();
 template MicroKernel<double> avx512_micro_kernel_pair_block<double>();
 template MicroKernel<float> avx512_micro_kernel_pair_block_store<float>();
 template MicroKernel<double> avx512_micro_kernel_pair_block_store<double>();
+template MicroKernel<float> avx512_micro_kernel_pair_block_stream<float>();
+template MicroKernel<double> avx512_micro_kernel_pair_block_stream<double>();
 template MicroKernel<float> avx512_micro_kernel_pair_next<float>(int);
 template MicroKernel<double> avx512_micro_kernel_pair_next<double>(int);
 

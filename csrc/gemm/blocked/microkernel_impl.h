@@ -65,11 +65,24 @@ EML_MICRO_KERNEL_INLINE void kernel_step(typename VT::V (&acc)[ROWS][TILES * NV]
   }
 }
 
+// Writes a vector of C: past the caches (STREAM: dst 64-byte aligned) or through them.
+template <typename VT, bool STREAM>
+EML_MICRO_KERNEL_INLINE void store_c(typename VT::Scalar* dst, typename VT::V value) {
+  if constexpr (STREAM) {
+    VT::stream(dst, value);
+  } else {
+    VT::storeu(dst, value);
+  }
+}
+
 // PANELS = 2: two row tiles (ROWS = 2*MR, C[0:2*MR, ...]), the second's panel of A kc*MR
 // values after the first's: twice the accumulators, and each load of B feeds twice the FMAs.
 // PREFETCH_C = false: C is not fetched at the start (a shallow call that only writes C).
+// STREAM_C: a call that only writes C (accumulate = false) writes it past the caches, each row
+// of the tile 64-byte aligned (PREFETCH_C false with it).
 template <typename VT, int MR, int NV, int TILES, int ROWS = MR, bool PREFETCH_B = false,
-          bool PREFETCH_NEXT = false, int PANELS = 1, bool PREFETCH_C = true>
+          bool PREFETCH_NEXT = false, int PANELS = 1, bool PREFETCH_C = true,
+          bool STREAM_C = false>
 EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scalar* a,
                                              const typename VT::Scalar* b,
                                              typename VT::Scalar* c, int64_t ldc,
@@ -81,6 +94,7 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
   const int64_t panel_stride = kc * MR;
   static_assert(ROWS >= 1 && ROWS <= MR * PANELS);
   static_assert(PANELS == 1 || ROWS == MR * PANELS, "two panels: whole row tiles only");
+  static_assert(!(STREAM_C && PREFETCH_C), "a streamed C is not fetched");
   // Fewer than 8 accumulators (an edge of 1 to 3 rows) cannot cover the FMA latency times
   // the pipes: then even and odd steps go to two sets, added at the end.
   constexpr int SETS = ROWS * U >= 8 ? 1 : 2;
@@ -139,13 +153,15 @@ EML_MICRO_KERNEL_TARGET void register_kernel(int64_t kc, const typename VT::Scal
     for (int u = 0; u < U; ++u) {
       const V bias_v = VT::loadu(bias + u * L);
 #pragma GCC unroll 16
-      for (int r = 0; r < ROWS; ++r) VT::storeu(c + r * ldc + u * L, VT::add(acc[r][u], bias_v));
+      for (int r = 0; r < ROWS; ++r) {
+        store_c<VT, STREAM_C>(c + r * ldc + u * L, VT::add(acc[r][u], bias_v));
+      }
     }
   } else {
 #pragma GCC unroll 16
     for (int r = 0; r < ROWS; ++r) {
 #pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) VT::storeu(c + r * ldc + u * L, acc[r][u]);
+      for (int u = 0; u < U; ++u) store_c<VT, STREAM_C>(c + r * ldc + u * L, acc[r][u]);
     }
   }
 }

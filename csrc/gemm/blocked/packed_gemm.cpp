@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if EML_GEMM_X86
+#include <immintrin.h>
+#endif
+
 #include "../int_math.h"
 #include "block_sizes.h"
 #include "macro_kernel.h"
@@ -12,6 +16,14 @@
 
 namespace eml::gemm::blocked {
 namespace {
+
+// Orders this thread's streamed stores of C before its later stores (x86's sfence; no other
+// ISA has streamed kernels).
+void store_fence() {
+#if EML_GEMM_X86
+  _mm_sfence();
+#endif
+}
 
 // The block of `extent` the loops use: as many blocks as `limit` needs, of equal size (a
 // multiple of `unit` where possible), so that no thin last block runs the kernels on a
@@ -80,6 +92,15 @@ int64_t l2_column_block(int64_t m, int64_t n, int64_t k) {
 }
 
 template <typename T>
+bool streams_c(OutputMatrix<T> c, int64_t k, int64_t kc) {
+  constexpr auto bytes = static_cast<int64_t>(sizeof(T));
+  const int64_t stream_bytes = tuning().stream_c_bytes;
+  return stream_bytes > 0 && kc >= k && c.rows * c.cols * bytes > stream_bytes &&
+         reinterpret_cast<uintptr_t>(c.data) % kStreamAlignment == 0 &&
+         (c.ld * bytes) % kStreamAlignment == 0;
+}
+
+template <typename T>
 int64_t unaliased_ld(int64_t cols) {
   constexpr int64_t nr = BlockSizes<T>::nr;
   const int64_t ld = round_up(cols, nr);
@@ -97,7 +118,7 @@ int64_t packed_depth(int64_t k) {
 template <typename S>
 void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                  OutputMatrix<Acc<S>> c, const Acc<S>* bias, Acc<S>* row_sums,
-                 const PackedPanels<Acc<S>>* prepacked) {
+                 const PackedPanels<Acc<S>>* prepacked, bool stream_c) {
   using T = Acc<S>;
   const CacheBlocks& limits = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
@@ -126,6 +147,8 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
                     : packed_b_buffer<T>(packed_b_size<T>(max_kc, std::min(n, blocks.nc)));
 
   T* staged_c_data = staged ? staged_c_buffer<T>(m * staging.ld) : nullptr;
+  // Not into the staging buffer, which is copied right away.
+  const bool streamed = stream_c && !staged && streams_c(c, k, blocks.kc);
   for (int64_t jc = 0; jc < n; jc += blocks.nc) {
     const int64_t nc = std::min(blocks.nc, n - jc);
     const OutputMatrix<T> c_block = staged ? OutputMatrix<T>{staged_c_data, m, nc, staging.ld}
@@ -153,7 +176,7 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
         }
         macro_kernel<T>(kernels.registers, kc, a_block,
                         b_panels, {c_block.data + ic * c_block.ld, mc, nc, c_block.ld},
-                        first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc);
+                        first_kc && bias != nullptr ? bias + jc : nullptr, !first_kc, streamed);
       }
     }
     if (staged) {
@@ -162,12 +185,16 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
       }
     }
   }
+  // Streamed stores are weakly ordered: done before the caller reads C or signals it done.
+  if (streamed) store_fence();
 }
 
 template StagedC staged_c<float>(int64_t, int64_t, int64_t, int64_t);
 template StagedC staged_c<double>(int64_t, int64_t, int64_t, int64_t);
 template int64_t l2_column_block<float>(int64_t, int64_t, int64_t);
 template int64_t l2_column_block<double>(int64_t, int64_t, int64_t);
+template bool streams_c<float>(OutputMatrix<float>, int64_t, int64_t);
+template bool streams_c<double>(OutputMatrix<double>, int64_t, int64_t);
 template int64_t unaliased_ld<float>(int64_t);
 template int64_t unaliased_ld<double>(int64_t);
 template int64_t packed_depth<float>(int64_t);
@@ -176,7 +203,7 @@ template int64_t packed_depth<double>(int64_t);
 #define EML_INSTANTIATE_PACKED(S)                                                          \
   template void packed_gemm<S>(const Kernels<S>&, ConstMatrixView<S>, ConstMatrixView<S>,    \
                                OutputMatrix<Acc<S>>, const Acc<S>*, Acc<S>*,          \
-                               const PackedPanels<Acc<S>>*);
+                               const PackedPanels<Acc<S>>*, bool);
 EML_INSTANTIATE_PACKED(float)
 EML_INSTANTIATE_PACKED(double)
 EML_INSTANTIATE_PACKED(bfloat16_t)

@@ -30,6 +30,8 @@ struct Vec<float> {
   static EML_AVX512_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static EML_AVX512_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
   static EML_AVX512_INLINE void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  // A 64-byte aligned store past the caches (a non-temporal hint).
+  static EML_AVX512_INLINE void stream(float* p, V v) { _mm512_stream_ps(p, v); }
   // The first `count` lanes on (0 <= count <= lanes).
   static EML_AVX512_INLINE Mask mask(int count) {
     return static_cast<Mask>((1u << count) - 1);
@@ -56,6 +58,7 @@ struct Vec<double> {
   static EML_AVX512_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static EML_AVX512_INLINE V add(V a, V b) { return _mm512_add_pd(a, b); }
   static EML_AVX512_INLINE void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static EML_AVX512_INLINE void stream(double* p, V v) { _mm512_stream_pd(p, v); }
   static EML_AVX512_INLINE Mask mask(int count) {
     return static_cast<Mask>((1u << count) - 1);
   }

@@ -28,7 +28,7 @@ constexpr const char* kMcNote =
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 20> kFields = {{
+const std::array<Field, 21> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -47,6 +47,8 @@ const std::array<Field, 20> kFields = {{
      "L3 size / CPUs sharing it"},
     {"column_block_l2_bytes", "EML_OPS_COLUMN_BLOCK_L2_BYTES", &Tuning::column_block_l2_bytes,
      nullptr, nullptr, "L2: half of it where it is 2 MiB or more, else 0 (NC from L3)", 0},
+    {"stream_c_bytes", "EML_OPS_STREAM_C_BYTES", &Tuning::stream_c_bytes, nullptr, nullptr,
+     "L2 size with AVX-512's whole-FMA pair blocks, else 0 (C through the caches)", 0},
     {"min_parallel_flops", "EML_OPS_MIN_PARALLEL_FLOPS", &Tuning::min_parallel_flops, nullptr,
      nullptr, "2048 cycles (a fork/join) x the ISA's flops per cycle"},
     {"dot_max_rows", "EML_OPS_DOT_MAX_ROWS", &Tuning::dot_max_rows, nullptr, nullptr,

@@ -192,6 +192,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(
       // dL/dW = (dL/dY)^T · X, and dL/db = row sums of (dL/dY)^T
       gemm::Epilogue<element_t> epilogue;
       epilogue.a_row_sums = wants_grad_bias ? gemm_mutable_data<scalar_t>(grad_bias) : nullptr;
+      // Read again only by the optimizer, after the backward pass.
+      epilogue.stream_c = true;
       gemm::run(backend, matrix_view<scalar_t>(grad_2d).transposed(),
                 matrix_view<scalar_t>(input_2d), output_matrix<scalar_t>(grad_weight), epilogue,
                 torch_threading());
