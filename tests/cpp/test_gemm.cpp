@@ -1120,9 +1120,10 @@ void test_block_model() {
   constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
   const CacheInfo xeon =
       caches_of({48 * KiB, 12, 64, 1}, {2 * MiB, 16, 64, 1}, {480 * MiB, 16, 64, 2});
+  const blocked::Tuning xeon_avx512 = blocked::model_tuning(xeon, Isa::avx512, false);
+  const blocked::Tuning xeon_avx2 = blocked::model_tuning(xeon, Isa::avx2, false);
   ++g_checks;
-  if (blocked::model_tuning(xeon, Isa::avx512, false).column_block_l2_bytes != MiB ||
-      blocked::model_tuning(xeon, Isa::avx2, false).column_block_l2_bytes != MiB) {
+  if (xeon_avx512.column_block_l2_bytes != MiB || xeon_avx2.column_block_l2_bytes != MiB) {
     fail("column_block_l2_bytes is not half of a 2 MiB L2", "block model");
   }
   // And A's block takes half the ways the model leaves it (ways of 128 KiB; the L3 share of
@@ -1131,12 +1132,10 @@ void test_block_model() {
   // 1590); A block 912384 B = 1 way, NC 14 x 15 MiB / 1152 B = 191146 -> 191136. double
   // 6x16: KC 256 (3 + 8); 7 x 128 KiB / 2048 B = 448 -> 444; NC 14 x 15 MiB / 2048 = 107520.
   // AVX2, float 6x16: KC 512 (A 3 ways + B 8); 7 x 128 KiB / 2048 B = 448 -> 444.
-  expect_blocks(blocked::model_tuning(xeon, Isa::avx512, false).f32, {792, 288, 191136, 384},
-                "block model, Xeon, float");
-  expect_blocks(blocked::model_tuning(xeon, Isa::avx512, false).f64, {444, 256, 107520, 384},
-                "block model, Xeon, double");
+  expect_blocks(xeon_avx512.f32, {792, 288, 191136, 384}, "block model, Xeon, float");
+  expect_blocks(xeon_avx512.f64, {444, 256, 107520, 384}, "block model, Xeon, double");
   ++g_checks;
-  if (blocked::model_tuning(xeon, Isa::avx2, false).f32.mc != 444) {
+  if (xeon_avx2.f32.mc != 444) {
     fail("MC is not half the free ways of a 2 MiB L2", "block model, Xeon, AVX2");
   }
   // The tile of each ISA: the packed kernel's, AVX-512 in pairs.
