@@ -320,7 +320,7 @@ def test_gemm_correct_with_this_cpus_blocks() -> None:
 
 
 STREAMED_DW = """
-import sys, torch, eml_ops
+import torch, eml_ops
 torch.manual_seed(0)
 eml_ops.set_backend("blocked")
 results = []
@@ -334,7 +334,6 @@ for threads in (1, 2):
             x = torch.randn(batch, in_features, dtype=dtype)
             w = torch.randn(out_features, in_features, dtype=dtype)
             results.append(torch.ops.eml.linear_backward(g, x, w, [False, True, True]))
-torch.save(results, sys.argv[1])
 """
 
 
@@ -345,11 +344,8 @@ def test_streamed_dw_has_the_bits_of_a_cached_one(tmp_path: Any) -> None:
     outputs = {}
     for stream_bytes in ("1", "0"):
         path = tmp_path / f"dw_{stream_bytes}.pt"
-        result = subprocess.run(
-            [sys.executable, "-c", STREAMED_DW, str(path)], capture_output=True, text=True,
-            timeout=300, check=False,
-            env={**{k: v for k, v in os.environ.items() if not k.startswith("EML_OPS_")},
-                 "EML_OPS_STREAM_C_BYTES": stream_bytes})
+        result = run_python(STREAMED_DW + f"torch.save(results, {str(path)!r})\n",
+                            EML_OPS_STREAM_C_BYTES=stream_bytes)
         assert result.returncode == 0, result.stderr
         outputs[stream_bytes] = torch.load(path)
     streamed, cached = outputs["1"], outputs["0"]
