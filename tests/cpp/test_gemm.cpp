@@ -1097,7 +1097,8 @@ void test_block_model() {
     }
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
-    const int64_t interleaved_rows = c.isa == Isa::avx512 ? 128 : 0;
+    // The packed tiles win from 48 rows on where 512-bit FMAs run whole.
+    const int64_t interleaved_rows = c.isa != Isa::avx512 ? 0 : c.splits_avx512 ? 128 : 32;
     const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
     // The streamed pair blocks exist with whole 512-bit FMAs only.
     const int64_t stream_c_bytes = few_rows_tiles == 1 ? known.l2.size_bytes : 0;
@@ -1707,15 +1708,17 @@ void check_few_rows_tiles(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
-// The interleaved path's choice (path.cpp): with AVX-512 (interleaved_max_rows 128), float or
-// double X · W^T of 2 to 16 rows at any depth, up to 64 rows from k = 256, up to 128 from
-// k = 768, and of one row where W fills the thread's L3 share; never more rows, B = W, an X
-// beyond L2, 16-bit types, or another ISA.
+// The interleaved path's choice (path.cpp): with AVX-512, float or double X · W^T of 2 to 16
+// rows at any depth, up to 64 rows from k = 256, up to 128 from k = 768, and of one row where
+// W fills the thread's L3 share, within the model's interleaved_max_rows (128 where 512-bit
+// FMAs are split into halves, 32 where they run whole); never more rows, B = W, an X beyond
+// L2, 16-bit types, or another ISA.
 template <typename T>
 void check_interleaved_choice() {
-  for_each_model_tuning<T>([](const blocked::Tuning& t, const ModelCase&, Isa isa,
+  for_each_model_tuning<T>([](const blocked::Tuning& t, const ModelCase& c, Isa isa,
                               const std::string& where) {
     const bool tiles = isa == Isa::avx512 && std::is_same_v<T, blocked::Acc<T>>;
+    const int64_t max_rows = c.splits_avx512 ? 128 : 32;
     const int64_t k_from_memory = t.l3_share_bytes / (512 * int64_t(sizeof(T)));
     const int64_t x_beyond_l2 = t.stream_b_bytes / (8 * int64_t(sizeof(T))) + 1;
     const std::tuple<int64_t, int64_t, bool, bool> cases[] = {
@@ -1724,10 +1727,12 @@ void check_interleaved_choice() {
         {9, 1024, true, tiles},   {16, 64, true, tiles},    {17, 255, true, false},
         {17, 256, true, tiles},   {64, 767, true, tiles},   {65, 767, true, false},
         {65, 768, true, tiles},   {128, 768, true, tiles},  {129, 4096, true, false},
+        {32, 256, true, tiles},   {33, 768, true, tiles},   {48, 1024, true, tiles},
         {8, 1024, false, false},  {8, x_beyond_l2, true, false}};
-    for (const auto& [m, k, weight_transposed, chosen] : cases) {
+    for (const auto& [m, k, weight_transposed, by_depth] : cases) {
       // X must fit L2 (the smaller L2s of the models hold fewer of the deep, many-row cases).
-      const bool interleaved = chosen && m * k * int64_t(sizeof(T)) <= t.stream_b_bytes;
+      const bool interleaved =
+          by_depth && m <= max_rows && m * k * int64_t(sizeof(T)) <= t.stream_b_bytes;
       ++g_checks;
       if ((path_of<T>(m, k, weight_transposed) == Path::interleaved) != interleaved) {
         fail(std::to_string(m) + " x " + std::to_string(k) + (weight_transposed ? "" : " (W)") +

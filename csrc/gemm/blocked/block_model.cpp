@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels.h"  // kBroadcastRows, kHalfBroadcastRows, kInterleavedMaxRows
+#include "kernels.h"  // kBroadcastRows, kHalfBroadcastRows, kInterleaved*
 
 namespace eml::gemm::blocked {
 namespace {
@@ -13,6 +13,15 @@ int64_t way_bytes(const CacheLevel& level) { return level.sets() * level.line_by
 int64_t ways_for(int64_t bytes, int64_t way) { return (bytes + way - 1) / way; }
 
 int64_t round_down(int64_t value, int64_t unit) { return std::max(unit, value / unit * unit); }
+
+// The most rows of X on the interleaved path where AVX-512's FMAs run whole: there the
+// packed tiles (two row tiles per call) win from 48 rows on. Xeon (AVX-512 with whole FMAs),
+// forward, W in L3, against the path without it (dot up to 32 rows, packed beyond), 1
+// thread: 16 to 32 rows 1.1x-1.4x, 40 rows 0.96x-1.06x, 48 rows 0.93x-0.99x, 64 rows
+// 0.85x-0.92x, 128 rows 0.54x-0.81x (its groups of 8 rows re-read each tile of W from L2 or
+// L3); 2 threads alike; double alike (32 rows 1.07x-1.10x, 48 rows 0.92x-1.02x). Zen 4
+// (split FMAs) keeps all of kInterleavedMaxRows.
+constexpr int64_t kInterleavedWholeFmaMaxRows = 4 * kInterleavedRows;
 
 // Lines of X^T that share an L1 set with the transposed path's rows of W (its k block, 8 KiB
 // of float, spans two ways of 4 KiB).
@@ -114,7 +123,9 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   tuning.narrow_tiles = narrow_tiles ? 1 : 0;
   tuning.few_rows_tiles = whole_avx512 ? 1 : 0;
   tuning.transposed_max_rows = narrow_tiles ? 64 : 0;
-  tuning.interleaved_max_rows = isa == Isa::avx512 ? kInterleavedMaxRows : 0;
+  tuning.interleaved_max_rows = isa != Isa::avx512 ? 0
+                                 : splits_avx512   ? kInterleavedMaxRows
+                                                   : kInterleavedWholeFmaMaxRows;
   tuning.aliased_tile_rows = model_aliased_tile_rows(caches.l1d);
   return tuning;
 }

@@ -62,7 +62,8 @@ const std::array<Field, 21> kFields = {{
     {"transposed_max_rows", "EML_OPS_TRANSPOSED_MAX_ROWS", &Tuning::transposed_max_rows,
      nullptr, nullptr, "measured: 64 with narrow tiles (AVX2, split AVX-512), else 0", 0},
     {"interleaved_max_rows", "EML_OPS_INTERLEAVED_MAX_ROWS", &Tuning::interleaved_max_rows,
-     nullptr, nullptr, "128 with AVX-512 (from k = 768; 64 from k = 256, else 16), else 0", 0},
+     nullptr, nullptr, "AVX-512: 128 split into halves, 32 whole (fewer at shallow k), else 0",
+     0},
     {"aliased_tile_rows", "EML_OPS_ALIASED_TILE_ROWS", &Tuning::aliased_tile_rows, nullptr,
      nullptr, "L1d: W's rows in one set beside 2 lines of X^T: 8 with 10 ways or more, else 6"},
 }};
