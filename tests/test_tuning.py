@@ -27,6 +27,7 @@ BLOCK_NAMES = (
 THRESHOLD_NAMES = (
     "shallow_block_bytes",
     "stream_b_bytes",
+    "write_bound_depth",
     "l3_share_bytes",
     "min_parallel_flops",
     "dot_max_rows",
@@ -150,6 +151,8 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     # dL/dW beyond the L2 written past the caches, by AVX-512's whole-FMA pair blocks.
     assert values["stream_c_bytes"]["model"] == (l2_size if isa == "avx512" and not narrow else 0)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
+    # Blocks of B written rows outer up to 64 steps deep where the pair blocks run, else 32.
+    assert values["write_bound_depth"]["model"] == (64 if isa == "avx512" and not narrow else 32)
     # Interleaved rows: the packed tiles win from 48 rows on where 512-bit FMAs run whole.
     interleaved = (128 if narrow else 32) if isa == "avx512" else 0
     assert values["interleaved_max_rows"]["model"] == interleaved
@@ -222,6 +225,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_ALIASED_TILE_ROWS": "5",
         "EML_OPS_COLUMN_BLOCK_L2_BYTES": "20000",
         "EML_OPS_STREAM_C_BYTES": "30000",
+        "EML_OPS_WRITE_BOUND_DEPTH": "48",
     }
     values = values_under(overrides)
     for env in overrides:
@@ -239,6 +243,7 @@ def test_zero_turns_the_narrow_tiles_row_limited_paths_and_l2_column_blocks_off(
         "EML_OPS_INTERLEAVED_MAX_ROWS": "0",
         "EML_OPS_COLUMN_BLOCK_L2_BYTES": "0",
         "EML_OPS_STREAM_C_BYTES": "0",
+        "EML_OPS_WRITE_BOUND_DEPTH": "0",
     }
     values_under(overrides)
 

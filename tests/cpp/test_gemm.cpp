@@ -1100,16 +1100,19 @@ void test_block_model() {
     // The packed tiles win from 48 rows on where 512-bit FMAs run whole.
     const int64_t interleaved_rows = c.isa != Isa::avx512 ? 0 : c.splits_avx512 ? 128 : 32;
     const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
-    // The streamed pair blocks exist with whole 512-bit FMAs only.
+    // The streamed pair blocks exist with whole 512-bit FMAs only; with them, blocks up to 64
+    // steps deep are written rows outer (else 32).
     const int64_t stream_c_bytes = few_rows_tiles == 1 ? known.l2.size_bytes : 0;
+    const int64_t write_bound_depth = few_rows_tiles == 1 ? 64 : 32;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) || t.few_rows_tiles != few_rows_tiles ||
-        t.stream_c_bytes != stream_c_bytes ||
+        t.stream_c_bytes != stream_c_bytes || t.write_bound_depth != write_bound_depth ||
         t.transposed_max_rows != want.transposed_max_rows ||
         t.interleaved_max_rows != interleaved_rows ||
         t.aliased_tile_rows != c.aliased_tile_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", few-rows tiles " +
                std::to_string(t.few_rows_tiles) + ", stream_c_bytes " +
-               std::to_string(t.stream_c_bytes) + ", transposed rows " +
+               std::to_string(t.stream_c_bytes) + ", write-bound depth " +
+               std::to_string(t.write_bound_depth) + ", transposed rows " +
                std::to_string(t.transposed_max_rows) + ", interleaved rows " +
                std::to_string(t.interleaved_max_rows) + ", aliased tile rows " +
                std::to_string(t.aliased_tile_rows),
@@ -1347,6 +1350,7 @@ void check_streamed_c(std::mt19937& rng) {
   const int64_t m = 51, n = 7 * line, k = 50;  // 4 pair blocks and 3 rows; 3 pairs and a tile
   t.stream_c_bytes = 1;  // every part of the products below
   t.shallow_block_bytes = 0;  // no block written rows outer, which streams nothing
+  t.write_bound_depth = 0;
   blocked::set_tuning_for_testing(&t);
   AlignedBuffer storage;
   T* data = static_cast<T*>(storage.reserve(static_cast<size_t>(m * n + 1) * sizeof(T)));
@@ -1381,6 +1385,61 @@ void check_streamed_c(std::mt19937& rng) {
                      rng);
     check_problem<T>({m, n, 3 * k, Layout::col_major, Layout::row_major, false, true}, variants,
                      rng);
+  }
+  blocked::set_tuning_for_testing(nullptr);
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
+// Blocks of B up to write_bound_depth steps deep and within stream_b_bytes are walked rows
+// outer (writes_rows_outer), deeper or larger ones columns outer, and 0 leaves only blocks
+// within L1. The order of the tiles changes no sum: dL/dW's and the forward's layouts of 33 to
+// 64 steps have the same bits either way, on every ISA, and are correct.
+template <typename T>
+void check_write_bound_depth(std::mt19937& rng) {
+  blocked::Tuning rows_outer = blocked::tuning(), columns_outer = blocked::tuning();
+  rows_outer.write_bound_depth = 64;
+  columns_outer.write_bound_depth = 0;
+  const int64_t l1 = rows_outer.shallow_block_bytes, l2 = rows_outer.stream_b_bytes;
+  blocked::set_tuning_for_testing(&rows_outer);
+  ++g_checks;
+  if (!blocked::writes_rows_outer(64, l2) || blocked::writes_rows_outer(65, l1 + 1) ||
+      blocked::writes_rows_outer(64, l2 + 1) || !blocked::writes_rows_outer(65, l1)) {
+    fail("writes_rows_outer: not the blocks up to 64 steps within L2", type_name<T>());
+  }
+  blocked::set_tuning_for_testing(&columns_outer);
+  ++g_checks;
+  if (blocked::writes_rows_outer(1, l1 + 1) || !blocked::writes_rows_outer(1, l1)) {
+    fail("writes_rows_outer: a write-bound depth of 0 keeps more than L1's blocks",
+         type_name<T>());
+  }
+  // m x n x k: rows of C, its columns (whole pair blocks and an edge), depth.
+  const int64_t shapes[][3] = {{150, 200, 33}, {77, 96, 48}, {200, 130, 64}};
+  for (Isa isa : isas()) {
+    set_active_isa(isa);
+    for (const auto& [m, n, k] : shapes) {
+      for (Layout a_layout : {Layout::col_major, Layout::row_major}) {
+        ++g_checks;
+        const Operand<T> a = make_operand<T>(m, k, a_layout, rng);
+        const Operand<T> b = make_operand<T>(k, n, Layout::row_major, rng);
+        std::vector<T> by_rows(m * n), by_columns(m * n);
+        blocked::set_tuning_for_testing(&rows_outer);
+        blocked_gemm<T>(a.view, b.view, {by_rows.data(), m, n, n}, Epilogue<T>{}, Threading{});
+        blocked::set_tuning_for_testing(&columns_outer);
+        blocked_gemm<T>(a.view, b.view, {by_columns.data(), m, n, n}, Epilogue<T>{},
+                        Threading{});
+        if (std::memcmp(by_rows.data(), by_columns.data(), by_rows.size() * sizeof(T)) != 0) {
+          fail("rows outer and columns outer differ", std::string(type_name<T>()) + " " +
+                                                          isa_name(isa) + " k " +
+                                                          std::to_string(k));
+        }
+      }
+      blocked::set_tuning_for_testing(&rows_outer);
+      const std::vector<Variant> variants = {{isa, Path::packed, 1, 0, false},
+                                             {isa, Path::packed, 2, 0, true}};
+      check_problem<T>({m, n, k, Layout::col_major, Layout::row_major, true, false}, variants,
+                       rng);
+    }
   }
   blocked::set_tuning_for_testing(nullptr);
   set_active_isa(detected_isa());
@@ -1938,6 +1997,8 @@ int main(int argc, char** argv) {
     check_l2_column_block<bfloat16_t>(model_rng);
     check_streamed_c<float>(model_rng);
     check_streamed_c<double>(model_rng);
+    check_write_bound_depth<float>(model_rng);
+    check_write_bound_depth<double>(model_rng);
     check_shared_b<float>(model_rng);
     check_shared_b<double>(model_rng);
     check_pack_line_starts<float>(model_rng);

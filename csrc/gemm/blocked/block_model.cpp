@@ -23,6 +23,19 @@ int64_t round_down(int64_t value, int64_t unit) { return std::max(unit, value / 
 // (split FMAs) keeps all of kInterleavedMaxRows.
 constexpr int64_t kInterleavedWholeFmaMaxRows = 4 * kInterleavedRows;
 
+// The deepest block of B, within L2, walked rows outer as bound by the writes of C
+// (writes_rows_outer, tuning.h). Xeon, dL/dW 1 thread, against columns outer: 8 x 4096 x 1024
+// 1.5x, 16 x 2048 x 2048 1.4x, 32 x 1024 x 1024 1.05x, 4 x 4096 x 4096 (broadcast tiles) 3.4x;
+// every depth within L2 rows outer ran the forward of 2048^3 at 0.86x. With the AVX2 kernels
+// (EML_OPS_ISA=avx2) 33 to 64 steps rows outer lost (dL/dW of 33 to 64 rows 0.91x-0.99x).
+constexpr int64_t kWriteBoundDepth = 32;
+// With AVX-512's whole-FMA pair blocks (two row tiles per call, written without fetching C):
+// Xeon, 33 to 64 steps rows outer against columns outer (the streamed C of dL/dW), in one
+// process: dL/dW of 33 to 64 rows x 768..4096 x 768..4096 float 0.96x-1.20x (geomean 1.05x)
+// on 1 thread, 1.02x-1.17x on 2, double 1.11x-1.25x; forwards of k = 48 and 64 1.09x-1.22x.
+// Deeper, 96 and 128 steps, 0.96x-1.17x: not taken.
+constexpr int64_t kPairBlockWriteBoundDepth = 64;
+
 // Lines of X^T that share an L1 set with the transposed path's rows of W (its k block, 8 KiB
 // of float, spans two ways of 4 KiB).
 constexpr int64_t kXtLinesPerSet = 2;
@@ -115,6 +128,7 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   tuning.aliasing_row_bytes = std::max<int64_t>(1, way_bytes(caches.l1d) / 2);
   const bool whole_avx512 = isa == Isa::avx512 && !splits_avx512;
   tuning.stream_c_bytes = whole_avx512 ? caches.l2.size_bytes : 0;
+  tuning.write_bound_depth = whole_avx512 ? kPairBlockWriteBoundDepth : kWriteBoundDepth;
   tuning.min_parallel_flops = static_cast<int64_t>(kForkJoinCycles * flops_per_cycle(isa));
   // Measured crossover (Zen 3 with AVX2, Zen 5 with AVX-512): the packed tiles beat the dot
   // tiles of the same ISA from 33 rows on (Zen 5, 16-32 rows x 4096 x 4096: dot 1.3-1.4x).

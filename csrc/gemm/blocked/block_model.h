@@ -70,6 +70,10 @@ struct Tuning {
   // Very few rows and a B beyond this (L2) stream B once; the transposed path's copy of A^T
   // stays within it (path.cpp).
   int64_t stream_b_bytes = 0;
+  // A block of B at most this many steps deep and within stream_b_bytes is bound by the writes
+  // of C and walked rows outer too (writes_rows_outer, tuning.h: dL/dW of few rows of G): 64
+  // with AVX-512's whole-FMA pair blocks, else 32 (block_model.cpp).
+  int64_t write_bound_depth = 0;
   // Few rows and a B (or a narrow B and an A) within this thread's L3 share are read in
   // place (path.cpp); a B that the threads' shares hold is packed once for all of them
   // (blocked_gemm.cpp).

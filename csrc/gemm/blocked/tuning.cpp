@@ -28,7 +28,7 @@ constexpr const char* kMcNote =
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 21> kFields = {{
+const std::array<Field, 22> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -43,6 +43,8 @@ const std::array<Field, 21> kFields = {{
      nullptr, "L1d size"},
     {"stream_b_bytes", "EML_OPS_STREAM_B_BYTES", &Tuning::stream_b_bytes, nullptr, nullptr,
      "L2 size"},
+    {"write_bound_depth", "EML_OPS_WRITE_BOUND_DEPTH", &Tuning::write_bound_depth, nullptr,
+     nullptr, "measured: 64 with AVX-512's whole-FMA pair blocks, else 32", 0},
     {"l3_share_bytes", "EML_OPS_L3_SHARE_BYTES", &Tuning::l3_share_bytes, nullptr, nullptr,
      "L3 size / CPUs sharing it"},
     {"column_block_l2_bytes", "EML_OPS_COLUMN_BLOCK_L2_BYTES", &Tuning::column_block_l2_bytes,

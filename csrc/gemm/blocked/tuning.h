@@ -36,14 +36,12 @@ inline bool streams_from_memory(int64_t bytes) { return bytes >= tuning().l3_sha
 
 // Whether a block of B `depth` steps deep, of `block_bytes`, is walked rows outer (C written
 // in memory order, each page whole while in cache): a block within L1 (shallow_block_bytes),
-// or one at most kWriteBoundDepth deep (dL/dW = G^T·X of up to 32 rows of G), bound by the
-// writes of C, within L2. Xeon, dL/dW 1 thread, against columns outer: 8 x 4096 x 1024 1.5x,
-// 16 x 2048 x 2048 1.4x, 32 x 1024 x 1024 1.05x, 4 x 4096 x 4096 (broadcast tiles) 3.4x;
-// every depth within L2 rows outer ran the forward of 2048^3 at 0.86x.
-inline constexpr int64_t kWriteBoundDepth = 32;
+// or one at most write_bound_depth deep (dL/dW = G^T·X of few rows of G), bound by the writes
+// of C, within L2 (stream_b_bytes). Measurements: block_model.cpp.
 inline bool writes_rows_outer(int64_t depth, int64_t block_bytes) {
-  return block_bytes <= tuning().shallow_block_bytes ||
-         (depth <= kWriteBoundDepth && block_bytes <= tuning().stream_b_bytes);
+  const Tuning& limits = tuning();
+  return block_bytes <= limits.shallow_block_bytes ||
+         (depth <= limits.write_bound_depth && block_bytes <= limits.stream_b_bytes);
 }
 
 // Tests only: run with `tuning` (nullptr: back to tuning()). Not thread-safe with GEMMs
