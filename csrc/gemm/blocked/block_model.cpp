@@ -31,7 +31,7 @@ constexpr int64_t kInterleavedWholeFmaMaxRows = 4 * kInterleavedRows;
 constexpr int64_t kWriteBoundDepth = 32;
 // With AVX-512's whole-FMA pair blocks (two row tiles per call, written without fetching C):
 // Xeon, 33 to 64 steps rows outer against columns outer (the streamed C of dL/dW), in one
-// process: dL/dW of 33 to 64 rows x 768..4096 x 768..4096 float 0.96x-1.20x (geomean 1.05x)
+// process: dL/dW of 33 to 64 rows x 256..4096 x 768..4096 float 0.96x-1.20x (geomean 1.05x)
 // on 1 thread, 1.02x-1.17x on 2, double 1.11x-1.25x; forwards of k = 48 and 64 1.09x-1.22x.
 // Deeper, 96 and 128 steps, 0.96x-1.17x: not taken.
 constexpr int64_t kPairBlockWriteBoundDepth = 64;
