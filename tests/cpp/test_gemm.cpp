@@ -1393,8 +1393,8 @@ void check_streamed_c(std::mt19937& rng) {
 
 // Blocks of B up to write_bound_depth steps deep and within stream_b_bytes are walked rows
 // outer (writes_rows_outer), deeper or larger ones columns outer, and 0 leaves only blocks
-// within L1. The order of the tiles changes no sum: dL/dW's and the forward's layouts of 33 to
-// 64 steps have the same bits either way, on every ISA, and are correct.
+// within L1. The order of the tiles changes no sum: dL/dW's (A = G^T) and dL/dX's (A = G)
+// layouts of 33 to 64 steps have the same bits either way, on every ISA, and are correct.
 template <typename T>
 void check_write_bound_depth(std::mt19937& rng) {
   blocked::Tuning rows_outer = blocked::tuning(), columns_outer = blocked::tuning();
