@@ -1767,6 +1767,71 @@ void check_few_rows_tiles(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
+// The broadcast tiles that also prefetch the next strip of B (Kernels::broadcast_next and
+// few_rows_broadcast_next, used on a B read in place): present for the SIMD ISAs (the
+// few-rows ones wherever the few-rows tiles are), absent for the portable tiles, and each
+// writes the same bits as its plain tile: whole and partial widths, k of 1 to past a
+// block, bias or accumulate, a B whose rows hold two strips more to the right.
+template <typename S>
+void check_next_strip_tiles(std::mt19937& rng) {
+  using Acc = accumulator_t<S>;
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  const auto compare = [&](blocked::BroadcastTile<S> plain, blocked::BroadcastTile<S> next,
+                           int64_t rows, int64_t width, const std::string& where) {
+    for (const int64_t k : {int64_t{1}, int64_t{7}, int64_t{33}}) {
+      for (const int64_t cols : {width, width - 3}) {
+        for (const bool accumulate : {false, true}) {
+          const int64_t ldb = 3 * width, ldc = width + 5;
+          std::vector<S> a(rows * k), b(k * ldb);
+          for (S& value : a) value = from_double<S>(dist(rng));
+          for (S& value : b) value = from_double<S>(dist(rng));
+          std::vector<Acc> bias(width), want(rows * ldc), got;
+          for (Acc& value : bias) value = static_cast<Acc>(dist(rng));
+          for (Acc& value : want) value = static_cast<Acc>(dist(rng));
+          got = want;
+          const Acc* bias_data = accumulate ? nullptr : bias.data();
+          plain(k, a.data(), k, 1, b.data(), ldb, want.data(), ldc, cols, bias_data, accumulate);
+          next(k, a.data(), k, 1, b.data(), ldb, got.data(), ldc, cols, bias_data, accumulate);
+          ++g_checks;
+          for (size_t i = 0; i < want.size(); ++i) {
+            if (!same_bits(want[i], got[i])) {
+              return fail("next-strip tile differs from its plain tile (k " + std::to_string(k) +
+                              ", cols " + std::to_string(cols) + ")",
+                          where);
+            }
+          }
+        }
+      }
+    }
+  };
+  for (Isa isa : isas()) {
+    set_active_isa(isa);
+    const blocked::Kernels<S>& kernels = blocked::active_kernels<S>();
+    const std::string where = std::string(type_name<S>()) + " isa=" + isa_name(isa);
+    const bool simd = isa != Isa::generic;
+    for (int r = 0; r < blocked::kBroadcastRows; ++r) {
+      ++g_checks;
+      if ((kernels.broadcast_next[r] != nullptr) != simd) {
+        fail("broadcast_next present where it should not be, or absent", where);
+      } else if (simd) {
+        compare(kernels.broadcast[r], kernels.broadcast_next[r], r + 1,
+                blocked::kBroadcastCols<S>, where + " broadcast rows=" + std::to_string(r + 1));
+      }
+    }
+    for (int r = 0; r < blocked::kFewRowsTileRows; ++r) {
+      ++g_checks;
+      const bool few_rows = kernels.few_rows_broadcast[r] != nullptr;
+      if ((kernels.few_rows_broadcast_next[r] != nullptr) != few_rows) {
+        fail("few_rows_broadcast_next not where the few-rows tiles are", where);
+      } else if (few_rows) {
+        compare(kernels.few_rows_broadcast[r], kernels.few_rows_broadcast_next[r], r + 1,
+                blocked::kFewRowsTileCols<S>, where + " few-rows rows=" + std::to_string(r + 1));
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+}
+
 // The interleaved path's choice (path.cpp): with AVX-512, float or double X · W^T of 2 to 16
 // rows at any depth, up to 64 rows from k = 256, up to 128 from k = 768, and of one row where
 // W fills the thread's L3 share, within the model's interleaved_max_rows (128 where 512-bit
@@ -2005,6 +2070,10 @@ int main(int argc, char** argv) {
     check_pack_line_starts<double>(model_rng);
     check_few_rows_tiles<float>(model_rng);
     check_few_rows_tiles<double>(model_rng);
+    check_next_strip_tiles<float>(model_rng);
+    check_next_strip_tiles<double>(model_rng);
+    check_next_strip_tiles<bfloat16_t>(model_rng);
+    check_next_strip_tiles<float16_t>(model_rng);
   }
   run_tests<float>();
   run_tests<double>();

@@ -7,6 +7,8 @@
 // storeu, mask(count), maskload and maskstore. The loops over rows unroll whole up to 16 rows
 // (a loop left rolled keeps its accumulators in memory). No include guard: each including
 // file gets its own copy, in its own anonymous namespace.
+#include <immintrin.h>
+
 #include <cstdint>
 
 #ifndef EML_BROADCAST_TILE_TARGET
@@ -36,9 +38,21 @@ EML_BROADCAST_TILE_INLINE void broadcast_step(const S* a_step, int64_t a_row_str
   }
 }
 
+// Asks for the next strip's values of step row `b_row` (the NV vectors right of the tile's) in
+// L1: the call that the tile's caller makes next reads them (broadcast_blocks, rows outer).
+template <typename S, typename VT, int NV>
+EML_BROADCAST_TILE_INLINE void prefetch_next_strip(const S* b_row) {
+  constexpr int kStripBytes = NV * VT::lanes * static_cast<int>(sizeof(S));
+  const char* next = reinterpret_cast<const char*>(b_row + NV * VT::lanes);
+#pragma GCC unroll 4
+  for (int line = 0; line < kStripBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+}
+
 // R rows x up to NV vectors of C: broadcast A(r, p), multiply row p of B. Few rows get U sets
-// of accumulators (consecutive steps) to keep 8 FMA chains in flight.
-template <typename S, typename VT, typename LS, int R, int NV, bool kMasked>
+// of accumulators (consecutive steps) to keep 8 FMA chains in flight. kPrefetchNext: each
+// step also prefetches the next strip's values of its row of B (prefetch_next_strip).
+template <typename S, typename VT, typename LS, int R, int NV, bool kMasked,
+          bool kPrefetchNext = false>
 EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
     int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride, const S* b, int64_t ldb,
     typename VT::Scalar* c, int64_t ldc, int64_t cols, const typename VT::Scalar* bias,
@@ -72,6 +86,7 @@ EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
   for (; p + U <= k; p += U) {
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
+      if constexpr (kPrefetchNext) prefetch_next_strip<S, VT, NV>(b + (p + u) * ldb);
       broadcast_step<S, VT, LS, R, NV, kMasked>(a + (p + u) * a_col_stride, a_row_stride,
                                                 b + (p + u) * ldb, b_masks, acc[u]);
     }
@@ -112,8 +127,9 @@ EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
 // The tile of R rows x W columns (W / VT::lanes vectors), `cols` (<= W) of them. Columns
 // within one vector take a one-vector tile: the masked tile would run the FMAs of its vectors
 // whose lanes are all off (Xeon, forward 4096x128x48 1 thread, 12 x 32 tiles: 0.67x-0.74x of
-// F.linear with them).
-template <typename S, typename VT, typename LS, int R, int W>
+// F.linear with them). kPrefetchNext: a whole tile prefetches the next strip of B (a partial
+// one is the last strip).
+template <typename S, typename VT, typename LS, int R, int W, bool kPrefetchNext = false>
 EML_BROADCAST_TILE_TARGET void broadcast_tile(int64_t k, const S* a, int64_t a_row_stride,
                                               int64_t a_col_stride, const S* b, int64_t ldb,
                                               typename VT::Scalar* c, int64_t ldc, int64_t cols,
@@ -121,8 +137,8 @@ EML_BROADCAST_TILE_TARGET void broadcast_tile(int64_t k, const S* a, int64_t a_r
   constexpr int NV = W / VT::lanes;
   static_assert(NV * VT::lanes == W, "whole vectors of columns");
   if (cols == W) {
-    broadcast_tile_impl<S, VT, LS, R, NV, false>(k, a, a_row_stride, a_col_stride, b, ldb, c,
-                                                 ldc, cols, bias, accumulate);
+    broadcast_tile_impl<S, VT, LS, R, NV, false, kPrefetchNext>(
+        k, a, a_row_stride, a_col_stride, b, ldb, c, ldc, cols, bias, accumulate);
   } else if (NV > 1 && cols <= VT::lanes) {
     broadcast_tile_impl<S, VT, LS, R, 1, true>(k, a, a_row_stride, a_col_stride, b, ldb, c, ldc,
                                                cols, bias, accumulate);

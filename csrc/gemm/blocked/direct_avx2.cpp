@@ -196,6 +196,10 @@ struct Avx2Tiles {
   static BroadcastTile<S> broadcast() {
     return &broadcast_tile<S, Vec<Acc<S>>, Load<S>, R, W>;
   }
+  template <typename S, int R, int W>
+  static BroadcastTile<S> broadcast_next() {
+    return &broadcast_tile<S, Vec<Acc<S>>, Load<S>, R, W, /*kPrefetchNext=*/true>;
+  }
   template <typename S, int R>
   static StreamTile<S> stream() { return &stream_tile<S, R>; }
 };
@@ -205,6 +209,8 @@ struct Avx2Tiles {
 template <typename T>
 void set_avx2_direct_tiles(Kernels<T>& kernels) {
   set_direct_tiles<Avx2Tiles>(kernels);
+  direct_tiles::set_broadcast_next<Avx2Tiles, T, static_cast<int>(kBroadcastCols<T>)>(
+      kernels.broadcast_next, std::make_integer_sequence<int, kBroadcastRows>{});
 }
 
 template void set_avx2_direct_tiles<float>(Kernels<float>&);

@@ -209,6 +209,10 @@ struct Avx512Tiles {
   static BroadcastTile<S> broadcast() {
     return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W>;
   }
+  template <typename S, int R, int W>
+  static BroadcastTile<S> broadcast_next() {
+    return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W, /*kPrefetchNext=*/true>;
+  }
 };
 
 }  // namespace
@@ -237,6 +241,10 @@ void set_avx512_broadcast_tiles(Kernels<T>& kernels) {
       kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
   direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>)>(
       kernels.few_rows_broadcast, std::make_integer_sequence<int, kFewRowsTileRows>{});
+  direct_tiles::set_broadcast_next<Avx512Tiles, T, static_cast<int>(kBroadcastCols<T>)>(
+      kernels.broadcast_next, std::make_integer_sequence<int, kBroadcastRows>{});
+  direct_tiles::set_broadcast_next<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>)>(
+      kernels.few_rows_broadcast_next, std::make_integer_sequence<int, kFewRowsTileRows>{});
 }
 
 template void set_avx512_broadcast_tiles<float>(Kernels<float>&);

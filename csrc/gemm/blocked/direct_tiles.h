@@ -100,6 +100,12 @@ void set_broadcast(BroadcastTile<S> (&tiles)[N], std::integer_sequence<int, Rs..
   ((tiles[Rs] = Tiles::template broadcast<S, Rs + 1, W>()), ...);
 }
 
+// Tiles::broadcast_next<S, R, W>(): the tiles that also prefetch the next strip of B.
+template <typename Tiles, typename S, int W, int N, int... Rs>
+void set_broadcast_next(BroadcastTile<S> (&tiles)[N], std::integer_sequence<int, Rs...>) {
+  ((tiles[Rs] = Tiles::template broadcast_next<S, Rs + 1, W>()), ...);
+}
+
 template <typename Tiles, typename S, int... Rs>
 void set_stream(Kernels<S>& kernels, std::integer_sequence<int, Rs...>) {
   ((kernels.stream[Rs] = Tiles::template stream<S, Rs + 1>()), ...);

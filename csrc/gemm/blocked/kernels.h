@@ -152,6 +152,11 @@ struct Kernels {
   BroadcastTile<S> half_broadcast[kHalfBroadcastRows] = {};  // [rows - 1]; null: 16-bit S
   // [rows - 1]; null: none (float and double with AVX-512 only)
   BroadcastTile<S> few_rows_broadcast[kFewRowsTileRows] = {};
+  // The same tiles, each step also prefetching the next strip of B into L1 (the columns right
+  // of the tile's, which a B read in place walked rows outer needs next; direct_gemm.cpp);
+  // null: none (the portable tiles, and the few-rows tiles where they are null).
+  BroadcastTile<S> broadcast_next[kBroadcastRows] = {};
+  BroadcastTile<S> few_rows_broadcast_next[kFewRowsTileRows] = {};
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
   // [cols - 1][rows - 1]; null: none (float and double with AVX-512 only)
   InterleavedTile<S> interleaved[kInterleavedCols][kInterleavedRows] = {};
