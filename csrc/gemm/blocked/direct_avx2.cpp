@@ -192,13 +192,9 @@ EML_TARGET_AVX2 void stream_tile(int64_t k, const S* a, int64_t a_row_stride,
 struct Avx2Tiles {
   template <typename S, typename SB, int R, int C>
   static DotTile<S, SB> dot() { return &dot_tile<S, SB, R, C>; }
-  template <typename S, int R, int W>
+  template <typename S, int R, int W, bool kPrefetchNext = false>
   static BroadcastTile<S> broadcast() {
-    return &broadcast_tile<S, Vec<Acc<S>>, Load<S>, R, W>;
-  }
-  template <typename S, int R, int W>
-  static BroadcastTile<S> broadcast_next() {
-    return &broadcast_tile<S, Vec<Acc<S>>, Load<S>, R, W, /*kPrefetchNext=*/true>;
+    return &broadcast_tile<S, Vec<Acc<S>>, Load<S>, R, W, kPrefetchNext>;
   }
   template <typename S, int R>
   static StreamTile<S> stream() { return &stream_tile<S, R>; }
@@ -209,7 +205,7 @@ struct Avx2Tiles {
 template <typename T>
 void set_avx2_direct_tiles(Kernels<T>& kernels) {
   set_direct_tiles<Avx2Tiles>(kernels);
-  direct_tiles::set_broadcast_next<Avx2Tiles, T, static_cast<int>(kBroadcastCols<T>)>(
+  direct_tiles::set_broadcast<Avx2Tiles, T, static_cast<int>(kBroadcastCols<T>), true>(
       kernels.broadcast_next, std::make_integer_sequence<int, kBroadcastRows>{});
 }
 

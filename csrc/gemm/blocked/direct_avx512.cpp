@@ -205,13 +205,9 @@ struct Avx512Tiles {
     static_assert(std::is_same_v<S, SB>, "AVX-512 dot tiles read A and B of one type");
     return &dot_tile<S, R, C>;
   }
-  template <typename S, int R, int W>
+  template <typename S, int R, int W, bool kPrefetchNext = false>
   static BroadcastTile<S> broadcast() {
-    return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W>;
-  }
-  template <typename S, int R, int W>
-  static BroadcastTile<S> broadcast_next() {
-    return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W, /*kPrefetchNext=*/true>;
+    return &broadcast_tile<S, avx512::Vec<S>, avx512::Load<S>, R, W, kPrefetchNext>;
   }
 };
 
@@ -241,9 +237,9 @@ void set_avx512_broadcast_tiles(Kernels<T>& kernels) {
       kernels.broadcast, std::make_integer_sequence<int, kBroadcastRows>{});
   direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>)>(
       kernels.few_rows_broadcast, std::make_integer_sequence<int, kFewRowsTileRows>{});
-  direct_tiles::set_broadcast_next<Avx512Tiles, T, static_cast<int>(kBroadcastCols<T>)>(
+  direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kBroadcastCols<T>), true>(
       kernels.broadcast_next, std::make_integer_sequence<int, kBroadcastRows>{});
-  direct_tiles::set_broadcast_next<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>)>(
+  direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>), true>(
       kernels.few_rows_broadcast_next, std::make_integer_sequence<int, kFewRowsTileRows>{});
 }
 

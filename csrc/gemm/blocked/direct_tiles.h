@@ -3,6 +3,8 @@
 // direct_generic.cpp). `Tiles` names them:
 //   template <typename S, typename SB, int R, int C> static DotTile<S, SB> dot();
 //   template <typename S, int R, int W> static BroadcastTile<S> broadcast();  // W columns
+//   (the SIMD files' takes a fourth, bool kPrefetchNext: the tiles that also prefetch the
+//   next strip of B, for set_broadcast<..., true>)
 //   template <typename S, int R> static StreamTile<S> stream();
 // fill_table and fill_row fill any 2-D table of tiles (the AVX-512 interleaved ones too).
 #pragma once
@@ -95,15 +97,14 @@ struct MakeDot {
   }
 };
 
-template <typename Tiles, typename S, int W, int N, int... Rs>
+// kPrefetchNext: the tiles that also prefetch the next strip of B.
+template <typename Tiles, typename S, int W, bool kPrefetchNext = false, int N, int... Rs>
 void set_broadcast(BroadcastTile<S> (&tiles)[N], std::integer_sequence<int, Rs...>) {
-  ((tiles[Rs] = Tiles::template broadcast<S, Rs + 1, W>()), ...);
-}
-
-// Tiles::broadcast_next<S, R, W>(): the tiles that also prefetch the next strip of B.
-template <typename Tiles, typename S, int W, int N, int... Rs>
-void set_broadcast_next(BroadcastTile<S> (&tiles)[N], std::integer_sequence<int, Rs...>) {
-  ((tiles[Rs] = Tiles::template broadcast_next<S, Rs + 1, W>()), ...);
+  if constexpr (kPrefetchNext) {
+    ((tiles[Rs] = Tiles::template broadcast<S, Rs + 1, W, true>()), ...);
+  } else {
+    ((tiles[Rs] = Tiles::template broadcast<S, Rs + 1, W>()), ...);
+  }
 }
 
 template <typename Tiles, typename S, int... Rs>
