@@ -3,8 +3,8 @@
 // direct_generic.cpp). `Tiles` names them:
 //   template <typename S, typename SB, int R, int C> static DotTile<S, SB> dot();
 //   template <typename S, int R, int W> static BroadcastTile<S> broadcast();  // W columns
-//   (the SIMD files' takes a fourth, bool kPrefetchNext: the tiles that also prefetch the
-//   next strip of B, for set_broadcast<..., true>)
+//   (the SIMD files' factories take a fourth parameter, bool kPrefetchNext: the tiles that
+//   also prefetch the next strip of B, for set_broadcast<..., true>)
 //   template <typename S, int R> static StreamTile<S> stream();
 // fill_table and fill_row fill any 2-D table of tiles (the AVX-512 interleaved ones too).
 #pragma once
