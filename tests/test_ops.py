@@ -117,6 +117,14 @@ def random_operands(shape: tuple[int, int, int],
             torch.randn(out_features, in_features, dtype=dtype))
 
 
+def random_backward_operands(
+    shape: tuple[int, int, int], dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """random_operands and a gradient of the output (batch x out)."""
+    x, w = random_operands(shape, dtype)
+    return x, w, torch.randn(x.shape[0], w.shape[0], dtype=dtype)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", PATH_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_forward_paths_match_float64(backend: str, dtype: torch.dtype,
@@ -139,13 +147,30 @@ WEIGHT_GRADIENT_SHAPES = [(1000, 128, 32), (300, 48, 100), (512, 64, 64), (256, 
 @pytest.mark.parametrize("shape", WEIGHT_GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_weight_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
                                              shape: tuple[int, int, int]) -> None:
-    x, w = random_operands(shape, dtype)
-    grad_output = torch.randn(x.shape[0], w.shape[0], dtype=dtype)
+    x, w, grad_output = random_backward_operands(shape, dtype)
     _, grad_weight, grad_bias = OPS.linear_backward(grad_output, x, w, [False, True, True])
     expected = grad_output.double().T @ x.double()
     tol = tolerance(dtype, x.shape[0])
     torch.testing.assert_close(grad_weight, expected.to(dtype), **tol)
     torch.testing.assert_close(grad_bias, grad_output.sum(0), **tol)
+
+
+# Shapes (batch, in, out) whose dL/dX = G·W takes the strip path where AVX-512's FMAs run whole
+# (path.cpp: float, 33 to 256 rows, 192 to 768 inputs; elsewhere the few-rows tiles or the
+# packed path): the edges of its rows, strips of 48 inputs and blocks of depth (out), and just
+# outside it.
+INPUT_GRADIENT_SHAPES = [(33, 768, 3072), (128, 192, 193), (256, 770, 500), (97, 500, 1000),
+                         (32, 768, 300), (257, 768, 200)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", INPUT_GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_input_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
+                                            shape: tuple[int, int, int]) -> None:
+    x, w, grad_output = random_backward_operands(shape, dtype)
+    grad_input, _, _ = OPS.linear_backward(grad_output, x, w, [True, False, False])
+    expected = grad_output.double() @ w.double()
+    torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
 
 
 def test_grad_without_bias_skips_bias(backend: str) -> None:

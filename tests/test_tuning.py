@@ -39,10 +39,11 @@ THRESHOLD_NAMES = (
     "aliased_tile_rows",
     "column_block_l2_bytes",
     "stream_c_bytes",
+    "strip_max_cols",
 )
 # Values whose model may be 0 (none): the narrow tiles' paths without narrow tiles, the
 # few-rows tiles and the interleaved path without AVX-512, the L2 column blocks below 2 MiB,
-# the streamed C without AVX-512's whole FMAs.
+# the streamed C and the strip path without AVX-512's whole FMAs.
 MAY_BE_ZERO = (
     "narrow_tiles",
     "few_rows_tiles",
@@ -50,6 +51,7 @@ MAY_BE_ZERO = (
     "interleaved_max_rows",
     "column_block_l2_bytes",
     "stream_c_bytes",
+    "strip_max_cols",
 )
 # What block_model.h assumes for a level the CPU does not report: size, ways, line, sharing.
 ASSUMED = {"L1d": (32 << 10, 8, 64, 1), "L2": (256 << 10, 8, 64, 1), "L3": (2 << 20, 16, 64, 1)}
@@ -158,6 +160,8 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     assert values["interleaved_max_rows"]["model"] == interleaved
     # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
     assert values["aliased_tile_rows"]["model"] == (8 if l1_ways >= 10 else 6)
+    # The strip path's 8 x 48 tiles for W up to 768 columns where 512-bit FMAs run whole.
+    assert values["strip_max_cols"]["model"] == (768 if isa == "avx512" and not narrow else 0)
 
 
 def test_text_report_names_every_value() -> None:

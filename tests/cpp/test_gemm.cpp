@@ -320,6 +320,7 @@ const char* path_name(Path path) {
     case Path::stream: return "stream";
     case Path::transposed: return "transposed";
     case Path::interleaved: return "interleaved";
+    case Path::strip: return "strip";
   }
   return "?";
 }
@@ -468,8 +469,9 @@ std::vector<Isa> isas() {
   return list;
 }
 
-constexpr Path kPaths[] = {Path::automatic, Path::packed,     Path::dot,        Path::broadcast,
-                           Path::stream,    Path::transposed, Path::interleaved};
+constexpr Path kPaths[] = {Path::automatic,  Path::packed,      Path::dot,
+                           Path::broadcast,  Path::stream,      Path::transposed,
+                           Path::interleaved, Path::strip};
 
 // Every ISA x path, with the given thread counts.
 std::vector<Variant> all_variants(std::initializer_list<int> thread_counts) {
@@ -1104,15 +1106,19 @@ void test_block_model() {
     // steps deep are written rows outer (else 32).
     const int64_t stream_c_bytes = few_rows_tiles == 1 ? known.l2.size_bytes : 0;
     const int64_t write_bound_depth = few_rows_tiles == 1 ? 64 : 32;
+    // The strip tiles (8 x 3 vectors) take W up to 768 columns wide where FMAs run whole.
+    const int64_t strip_max_cols = few_rows_tiles == 1 ? 768 : 0;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) || t.few_rows_tiles != few_rows_tiles ||
         t.stream_c_bytes != stream_c_bytes || t.write_bound_depth != write_bound_depth ||
+        t.strip_max_cols != strip_max_cols ||
         t.transposed_max_rows != want.transposed_max_rows ||
         t.interleaved_max_rows != interleaved_rows ||
         t.aliased_tile_rows != c.aliased_tile_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", few-rows tiles " +
                std::to_string(t.few_rows_tiles) + ", stream_c_bytes " +
                std::to_string(t.stream_c_bytes) + ", write-bound depth " +
-               std::to_string(t.write_bound_depth) + ", transposed rows " +
+               std::to_string(t.write_bound_depth) + ", strip columns " +
+               std::to_string(t.strip_max_cols) + ", transposed rows " +
                std::to_string(t.transposed_max_rows) + ", interleaved rows " +
                std::to_string(t.interleaved_max_rows) + ", aliased tile rows " +
                std::to_string(t.aliased_tile_rows),
@@ -1461,6 +1467,10 @@ void check_shared_b(std::mt19937& rng) {
       const std::string where = std::string(type_name<T>()) + " " + isa_name(isa) +
                                 (layout == Layout::col_major ? " B = W^T" : " B = W");
       set_active_isa(isa);
+      // The parts on the packed path, which shares B (the strip path would take those of G·W).
+      blocked::Tuning packed_parts = blocked::tuning();
+      packed_parts.strip_max_cols = 0;
+      blocked::set_tuning_for_testing(&packed_parts);
       const Operand<T> a = make_operand<T>(m, k, Layout::row_major, rng);
       const Operand<T> b = make_operand<T>(k, n, layout, rng);
       std::vector<T> bias(n, from_double<T>(0.25)), one_thread(m * n), four_threads(m * n);
@@ -1683,7 +1693,7 @@ void check_narrow_side_choice() {
 }
 
 // The choice for G·W (B = W, rows contiguous) of few rows (path.cpp), on every CPU model with
-// its L3 share set to 1 GiB. With the few-rows tiles (float and double where
+// its L3 share set to 1 GiB and the strip path off (check_strip_choice). With the few-rows tiles (float and double where
 // Tuning::few_rows_tiles is set): up to 64 rows read in place, up to 16 where W is beyond the
 // L3 share; 3 and 4 rows in place too where W is beyond L2, not streamed. Otherwise: up to 32
 // rows with narrow tiles, else 8, up to 16 of them where W is beyond the L3 share; 3 or 4 rows
@@ -1696,6 +1706,7 @@ void check_few_rows_choice() {
     blocked::Tuning t = model;
     constexpr int64_t kMiB = int64_t{1} << 20;
     t.l3_share_bytes = 1024 * kMiB;
+    t.strip_max_cols = 0;
     blocked::set_tuning_for_testing(&t);
     const bool tiles = t.few_rows_tiles > 0 && !is_half_v<T>;
     const int64_t in_place_rows = t.narrow_tiles > 0 ? 32 : 8;
@@ -1767,6 +1778,29 @@ void check_few_rows_tiles(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
+// Random operands of two broadcast tiles of `rows` x `width` over k steps that should write
+// the same bits: A (rows x lda, unit column stride), B (k x ldb), the bias, and C (rows x ldc)
+// as `want` and `got`, equal before the tiles run.
+template <typename S>
+struct TileOperands {
+  std::vector<S> a, b;
+  std::vector<accumulator_t<S>> bias, want, got;
+};
+template <typename S>
+TileOperands<S> random_tile_operands(std::mt19937& rng, int64_t rows, int64_t width, int64_t k,
+                                     int64_t lda, int64_t ldb, int64_t ldc) {
+  using Acc = accumulator_t<S>;
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  TileOperands<S> t{std::vector<S>(rows * lda), std::vector<S>(k * ldb),
+                    std::vector<Acc>(width), std::vector<Acc>(rows * ldc), {}};
+  for (S& value : t.a) value = from_double<S>(dist(rng));
+  for (S& value : t.b) value = from_double<S>(dist(rng));
+  for (Acc& value : t.bias) value = static_cast<Acc>(dist(rng));
+  for (Acc& value : t.want) value = static_cast<Acc>(dist(rng));
+  t.got = t.want;
+  return t;
+}
+
 // The broadcast tiles that also prefetch the next strip of B (Kernels::broadcast_next and
 // few_rows_broadcast_next, used on a B read in place): present for the SIMD ISAs (the
 // few-rows ones wherever the few-rows tiles are), absent for the portable tiles, and each
@@ -1775,26 +1809,21 @@ void check_few_rows_tiles(std::mt19937& rng) {
 template <typename S>
 void check_next_strip_tiles(std::mt19937& rng) {
   using Acc = accumulator_t<S>;
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
   const auto compare = [&](blocked::BroadcastTile<S> plain, blocked::BroadcastTile<S> next,
                            int64_t rows, int64_t width, const std::string& where) {
     for (const int64_t k : {int64_t{1}, int64_t{7}, int64_t{33}}) {
       for (const int64_t cols : {width, width - 3}) {
         for (const bool accumulate : {false, true}) {
           const int64_t ldb = 3 * width, ldc = width + 5;
-          std::vector<S> a(rows * k), b(k * ldb);
-          for (S& value : a) value = from_double<S>(dist(rng));
-          for (S& value : b) value = from_double<S>(dist(rng));
-          std::vector<Acc> bias(width), want(rows * ldc), got;
-          for (Acc& value : bias) value = static_cast<Acc>(dist(rng));
-          for (Acc& value : want) value = static_cast<Acc>(dist(rng));
-          got = want;
-          const Acc* bias_data = accumulate ? nullptr : bias.data();
-          plain(k, a.data(), k, 1, b.data(), ldb, want.data(), ldc, cols, bias_data, accumulate);
-          next(k, a.data(), k, 1, b.data(), ldb, got.data(), ldc, cols, bias_data, accumulate);
+          TileOperands<S> t = random_tile_operands<S>(rng, rows, width, k, k, ldb, ldc);
+          const Acc* bias_data = accumulate ? nullptr : t.bias.data();
+          plain(k, t.a.data(), k, 1, t.b.data(), ldb, t.want.data(), ldc, cols, bias_data,
+                accumulate);
+          next(k, t.a.data(), k, 1, t.b.data(), ldb, t.got.data(), ldc, cols, bias_data,
+               accumulate);
           ++g_checks;
-          for (size_t i = 0; i < want.size(); ++i) {
-            if (!same_bits(want[i], got[i])) {
+          for (size_t i = 0; i < t.want.size(); ++i) {
+            if (!same_bits(t.want[i], t.got[i])) {
               return fail("next-strip tile differs from its plain tile (k " + std::to_string(k) +
                               ", cols " + std::to_string(cols) + ")",
                           where);
@@ -1830,6 +1859,113 @@ void check_next_strip_tiles(std::mt19937& rng) {
     }
   }
   set_active_isa(detected_isa());
+}
+
+// The strip path's choice (path.cpp): float G·W of kStripMinRows to kStripMaxRows rows of G
+// (contiguous along k) and a W of kStripMinStrips strips to Tuning::strip_max_cols columns
+// within the L3 share,
+// on every CPU model and ISA (the model's value: 768 where 512-bit FMAs run whole, else 0);
+// never fewer or more rows, a narrower or wider W, a G^T (dL/dW's layout), double or 16-bit
+// types.
+template <typename T>
+void check_strip_choice() {
+  const T* nowhere = nullptr;
+  for_each_model_tuning<T>([&](const blocked::Tuning& t, const ModelCase&, Isa,
+                               const std::string& where) {
+    const int64_t l3_depth = t.l3_share_bytes / (768 * int64_t(sizeof(T)));
+    // W within the L3 share (the smaller shares of the models hold fewer of the cases).
+    const auto takes_w = [&](int64_t n, int64_t k) {
+      return std::is_same_v<T, float> && t.strip_max_cols > 0 &&
+             n * k * int64_t(sizeof(T)) <= t.l3_share_bytes;
+    };
+    const std::tuple<int64_t, int64_t, int64_t, bool> cases[] = {
+        {33, 768, 3072, true},      {128, 768, 768, true},       {256, 512, 2048, true},
+        {40, 192, 4096, true},      {40, 191, 4096, false},      {32, 768, 3072, false},
+        {257, 768, 3072, false},    {128, 769, 3072, false},     {128, 1024, 1024, false},
+        {64, 768, 2 * l3_depth, false}};
+    for (const auto& [m, n, k, in_range] : cases) {
+      const bool want = in_range && takes_w(n, k);
+      const std::string shape = std::to_string(m) + "x" + std::to_string(n) + " k=" +
+                                std::to_string(k);
+      const ConstMatrixView<T> g{nowhere, m, k, k, 1};
+      const ConstMatrixView<T> w{nowhere, k, n, n, 1};
+      ++g_checks;
+      if ((blocked::choose_path(g, w, m, n, k) == Path::strip) != want) {
+        fail("G·W " + shape + (want ? ": not" : ":") + " on the strip path", where);
+      }
+      const ConstMatrixView<T> g_t{nowhere, m, k, 1, m};  // A's columns contiguous instead
+      ++g_checks;
+      if (blocked::choose_path(g_t, w, m, n, k) == Path::strip) {
+        fail("A not contiguous along k, " + shape + ": on the strip path", where);
+      }
+    }
+  });
+}
+
+// The strip tiles where the kernels have them (float and double with AVX-512): the first row
+// tile that copies its strip (Kernels::strip_pack) writes the same bits as the plain 8-row
+// tile and copies each step's values of B, for k of 1 to past the prefetch distance, bias or
+// accumulate; then the strip path forced and chosen on G·W around its tile and block edges
+// (rows 1 to 9, 33 to 300; one, 47 to 49, 95 to 97 and 770 columns; k across the block
+// depth), every layout of A.
+template <typename T>
+void check_strip_tiles(std::mt19937& rng) {
+  if (!isa_supported(Isa::avx512)) return;
+  set_active_isa(Isa::avx512);
+  const blocked::Kernels<T>& kernels = blocked::active_kernels<T>();
+  const std::string where = std::string(type_name<T>()) + " strip tiles";
+  ++g_checks;
+  if (kernels.strip_pack == nullptr || kernels.strip[blocked::kStripTileRows - 1] == nullptr) {
+    fail("no strip tiles with AVX-512", where);
+    set_active_isa(detected_isa());
+    return;
+  }
+  constexpr int64_t rows = blocked::kStripTileRows, width = blocked::kStripTileCols<T>;
+  for (const int64_t k : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{40}}) {
+    for (const bool accumulate : {false, true}) {
+      const int64_t lda = k + 3, ldb = width + 11, ldc = width + 5;
+      TileOperands<T> t = random_tile_operands<T>(rng, rows, width, k, lda, ldb, ldc);
+      std::vector<T> strip(k * width, T(0));
+      const T* bias_data = accumulate ? nullptr : t.bias.data();
+      kernels.strip[rows - 1](k, t.a.data(), lda, 1, t.b.data(), ldb, t.want.data(), ldc, width,
+                              bias_data, accumulate);
+      kernels.strip_pack(k, t.a.data(), lda, 1, t.b.data(), ldb, t.got.data(), ldc, bias_data,
+                         accumulate, strip.data());
+      const std::string at = where + " (k " + std::to_string(k) + ")";
+      ++g_checks;
+      for (size_t i = 0; i < t.want.size(); ++i) {
+        if (!same_bits(t.want[i], t.got[i])) {
+          fail("strip_pack differs from the plain strip tile", at);
+          break;
+        }
+      }
+      ++g_checks;
+      for (int64_t p = 0; p < k; ++p) {
+        if (!std::equal(t.b.begin() + p * ldb, t.b.begin() + p * ldb + width,
+                        strip.begin() + p * width)) {
+          fail("strip_pack's copy of step " + std::to_string(p) + " differs from B's", at);
+          break;
+        }
+      }
+    }
+  }
+  const std::vector<Variant> variants = {{Isa::avx512, Path::strip, 1},
+                                         {Isa::avx512, Path::automatic, 1},
+                                         {Isa::avx512, Path::strip, 2}};
+  const int64_t depth = blocked::tuning().shallow_block_bytes * 3 / 4 /
+                        (width * static_cast<int64_t>(sizeof(T)));
+  for (const int64_t m : {1, 7, 8, 9, 33, 47, 300}) {
+    for (const int64_t n : {int64_t{1}, width - 1, width, width + 1, 2 * width - 1, 2 * width + 1,
+                            int64_t{770}}) {
+      for (const int64_t k : {int64_t{5}, depth, depth + 1, 2 * depth + 17}) {
+        const Layout a_layout = (m + n + k) % 3 == 0 ? Layout::col_major : Layout::row_major;
+        check_problem<T>({m, n, k, a_layout, Layout::row_major, (m + k) % 2 == 0, false},
+                         variants, rng);
+      }
+    }
+  }
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
 }
 
 // The interleaved path's choice (path.cpp): with AVX-512, float or double X · W^T of 2 to 16
@@ -2009,6 +2145,7 @@ int bench(int argc, char** argv) {
                         : name == "stream" ? Path::stream
                         : name == "transposed" ? Path::transposed
                         : name == "interleaved" ? Path::interleaved
+                        : name == "strip" ? Path::strip
                                                 : Path::automatic);
   }
   const char* types = std::getenv("BENCH_TYPES");  // e.g. "f32,bf16"; unset: f32 and f64
@@ -2049,6 +2186,9 @@ int main(int argc, char** argv) {
   check_few_rows_choice<float>();
   check_few_rows_choice<double>();
   check_few_rows_choice<bfloat16_t>();
+  check_strip_choice<float>();
+  check_strip_choice<double>();
+  check_strip_choice<bfloat16_t>();
   {
     std::mt19937 model_rng(11);
     check_model_blocks<float>(model_rng);
@@ -2074,6 +2214,8 @@ int main(int argc, char** argv) {
     check_next_strip_tiles<double>(model_rng);
     check_next_strip_tiles<bfloat16_t>(model_rng);
     check_next_strip_tiles<float16_t>(model_rng);
+    check_strip_tiles<float>(model_rng);
+    check_strip_tiles<double>(model_rng);
   }
   run_tests<float>();
   run_tests<double>();

@@ -36,6 +36,13 @@ constexpr int64_t kWriteBoundDepth = 32;
 // Deeper, 96 and 128 steps, 0.96x-1.17x: not taken.
 constexpr int64_t kPairBlockWriteBoundDepth = 64;
 
+// The widest W (its columns, G·W's output) on the strip path where AVX-512's FMAs run whole.
+// Xeon, dL/dX, 1 thread, against the path before (the few-rows tiles up to 64 rows, packed
+// beyond), in one process: 768 columns, 40 to 256 rows 1.02x-1.20x (2 threads 1.01x-1.22x),
+// 256 to 640 columns 1.03x-1.15x; 1024 to 4096 columns 0.83x-1.12x, where MKL's rows share
+// L1 sets as ours do (not taken).
+constexpr int64_t kStripMaxCols = 768;
+
 // Lines of X^T that share an L1 set with the transposed path's rows of W (its k block, 8 KiB
 // of float, spans two ways of 4 KiB).
 constexpr int64_t kXtLinesPerSet = 2;
@@ -141,6 +148,7 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
                                  : splits_avx512   ? kInterleavedMaxRows
                                                    : kInterleavedWholeFmaMaxRows;
   tuning.aliased_tile_rows = model_aliased_tile_rows(caches.l1d);
+  tuning.strip_max_cols = whole_avx512 ? kStripMaxCols : 0;
   return tuning;
 }
 

@@ -120,6 +120,11 @@ struct Tuning {
   // (all in one L1 set, beside two lines of X^T): 8 where the L1 has ways for all ten (12-way:
   // Zen 5, Intel from Ice Lake), else 6 (8-way: Zen 2-4, Skylake; direct_gemm.cpp).
   int64_t aliased_tile_rows = 0;
+  // The widest B (columns of W: inputs of the layer) that the strip path takes for G·W of
+  // kStripMinRows to kStripMaxRows rows of float (path.cpp): 768 where AVX-512's FMAs run
+  // whole (its 8 x 3-vector tiles; measured on the Xeon, Zen 5 by the same argument), else 0
+  // (off).
+  int64_t strip_max_cols = 0;
 
   template <typename T>
   const CacheBlocks& blocks() const {

@@ -44,6 +44,13 @@ void gemm_on_this_thread(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstM
     case Path::transposed:
       transposed_gemm(kernels, a, b, c, bias);
       break;
+    case Path::strip:
+      if (has_strip_tiles(kernels)) {
+        strip_gemm(kernels, a, b, c, bias);
+        break;
+      }
+      packed_gemm(kernels, a, b, c, bias, row_sums, nullptr, stream_c);  // an ISA without them
+      return;
     case Path::interleaved:
       if (has_interleaved_tiles(kernels)) {
         interleaved_gemm(kernels, a, b, c, bias);

@@ -4,7 +4,8 @@
 // ran out of FMAs before W's bandwidth did (Zen 5, 8x4096x4096 from memory: 79 against 56
 // GFLOP/s). Also, for float and double, the whole-width broadcast tiles (one 512-bit vector
 // of columns; broadcast_tile_impl.h, as the AVX2 file's), the few-rows ones (12 rows x 2
-// vectors) and the interleaved tiles of 1 to 8 rows (kernels.h). The half-width broadcast
+// vectors), the strip tiles (8 rows x 3 vectors, and the first row tile that packs its
+// strip) and the interleaved tiles of 1 to 8 rows (kernels.h). The half-width broadcast
 // and the stream tiles, one-row dot tiles, and 16-bit or compressed operands stay with the
 // AVX2 file (but bfloat16's dot tiles on CPUs with AVX512_BF16: direct_avx512_bf16.cpp).
 //
@@ -241,6 +242,10 @@ void set_avx512_broadcast_tiles(Kernels<T>& kernels) {
       kernels.broadcast_next, std::make_integer_sequence<int, kBroadcastRows>{});
   direct_tiles::set_broadcast<Avx512Tiles, T, static_cast<int>(kFewRowsTileCols<T>), true>(
       kernels.few_rows_broadcast_next, std::make_integer_sequence<int, kFewRowsTileRows>{});
+  constexpr int kStripCols = static_cast<int>(kStripTileCols<T>);
+  direct_tiles::set_broadcast<Avx512Tiles, T, kStripCols>(
+      kernels.strip, std::make_integer_sequence<int, kStripTileRows>{});
+  kernels.strip_pack = &strip_pack_tile<T, avx512::Vec<T>, kStripTileRows, kStripCols>;
 }
 
 template void set_avx512_broadcast_tiles<float>(Kernels<float>&);

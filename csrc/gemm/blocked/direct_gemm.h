@@ -44,6 +44,20 @@ template <typename S>
 void interleaved_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
                       OutputMatrix<Acc<S>> c, const Acc<S>* bias);
 
+// Needs b.col_stride == 1 (B contiguous along n, as W in G·W) and the kernels' strip tiles
+// (float and double with AVX-512); A may have any strides (read in place, meant for rows
+// contiguous along k). C = A·B (+ bias) by blocks of depth whose strips of B fill three
+// quarters of L1: in each, strip by strip of kStripTileCols<S> columns, the first row tile reads
+// B in place and copies the strip for the later ones, which read it from L1 (path.cpp: 33 to
+// 256 rows and a narrow B).
+template <typename S>
+bool has_strip_tiles(const Kernels<S>& kernels) {
+  return kernels.strip_pack != nullptr;
+}
+template <typename S>
+void strip_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView<S> b,
+                OutputMatrix<Acc<S>> c, const Acc<S>* bias);
+
 // Needs b.col_stride == 1; meant for very few rows and a B too large for cache:
 // reads each row of B once, in order, updating column blocks of C held in L1.
 template <typename S>

@@ -44,6 +44,16 @@ using BroadcastTile = void (*)(int64_t k, const S* a, int64_t a_row_stride,
                                int64_t a_col_stride, const S* b, int64_t ldb, Acc<S>* c,
                                int64_t ldc, int64_t cols, const Acc<S>* bias, bool accumulate);
 
+// The strip path's first row tile (strip_gemm, direct_gemm.cpp): a BroadcastTile of
+// kStripTileRows whole rows and kStripTileCols<S> columns that also copies each step's values
+// of B into strip[p * kStripTileCols<S> + 0:kStripTileCols<S>] for the later row tiles, and
+// asks for the step kStripPrefetchSteps ahead of each (B's rows, read in place, are too far
+// apart for the hardware prefetcher).
+template <typename S>
+using StripPackTile = void (*)(int64_t k, const S* a, int64_t a_row_stride, int64_t a_col_stride,
+                               const S* b, int64_t ldb, Acc<S>* c, int64_t ldc,
+                               const Acc<S>* bias, bool accumulate, S* strip);
+
 // Packing-free tiles for at most kInterleavedRows rows of A and a B contiguous along k (Y =
 // X·W^T at a small batch), on AVX-512: C[i, j] = sum_p A(i, p) * b[j*ldb + p] (+ bias[j])
 // for the M rows of A and a tile of R columns j (one function per shape), over all k steps.
@@ -104,6 +114,14 @@ inline constexpr int64_t kHalfBroadcastCols = kBroadcastCols<S> / 2;
 inline constexpr int kFewRowsTileRows = 12;
 template <typename S>
 inline constexpr int64_t kFewRowsTileCols = 2 * BlockSizes<Acc<S>>::nr;
+// The strip tiles (AVX-512, float and double; Tuning::strip_max_cols): up to 8 rows x 3
+// vectors of columns, 24 accumulators, for G·W of 33 to 256 rows and a narrow W (path.cpp).
+// Each step loads 3 vectors of B for 8 broadcasts of A: 11 loads per 24 FMAs, where the
+// few-rows tiles' 12 x 2 vectors load 14.
+inline constexpr int kStripTileRows = 8;
+template <typename S>
+inline constexpr int64_t kStripTileCols = 3 * (64 / static_cast<int64_t>(sizeof(Acc<S>)));
+inline constexpr int64_t kStripPrefetchSteps = 16;  // how far ahead strip_pack asks for B
 // The interleaved tiles (InterleavedTile): up to 8 rows of A (M) x 4 columns of C (R), M x R
 // accumulators of one AVX-512 vector each, and A's steps one 64-byte line per row.
 inline constexpr int kInterleavedRows = 8;
@@ -157,6 +175,9 @@ struct Kernels {
   // null: none (the portable tiles, and the few-rows tiles where they are null).
   BroadcastTile<S> broadcast_next[kBroadcastRows] = {};
   BroadcastTile<S> few_rows_broadcast_next[kFewRowsTileRows] = {};
+  // [rows - 1]; null: none (float and double with AVX-512 only)
+  BroadcastTile<S> strip[kStripTileRows] = {};
+  StripPackTile<S> strip_pack = nullptr;  // the first row tile, whole; null with strip
   StreamTile<S> stream[kStreamRows];             // [rows - 1]
   // [cols - 1][rows - 1]; null: none (float and double with AVX-512 only)
   InterleavedTile<S> interleaved[kInterleavedCols][kInterleavedRows] = {};

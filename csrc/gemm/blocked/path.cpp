@@ -107,6 +107,26 @@ bool broadcast_applies(ConstMatrixView<T> b) {
   return b.col_stride == 1 || copies_b_into_rows(b);
 }
 
+// The strip tiles' B (W) contiguous along n, float or double (an ISA without the tiles runs the
+// packed path: blocked_gemm.cpp).
+template <typename T>
+bool strip_applies(ConstMatrixView<T> b) {
+  return std::is_same_v<T, Acc<T>> && b.col_stride == 1;
+}
+
+// Whether G·W of m rows (contiguous along k) and a W of n columns and b_bytes takes the strip
+// path: AVX-512's 8 x 48 tiles read G in place and W's strips copied as the first row tile
+// reads them, where packing W and G cost more than the kernels gain (Xeon, dL/dX, 1 thread,
+// against packed or the few-rows tiles: 768 columns, 40 to 256 rows 1.02x-1.20x; 256 to 640
+// columns 1.03x-1.15x; 1024 to 4096 columns 0.83x-1.12x, so not taken). Float: double
+// unmeasured.
+template <typename T>
+bool strip_takes(const Tuning& limits, int64_t m, int64_t n, int64_t b_bytes) {
+  return std::is_same_v<T, float> && m >= kStripMinRows && m <= kStripMaxRows &&
+         n >= kStripMinStrips * kStripTileCols<T> && n <= limits.strip_max_cols &&
+         b_bytes <= limits.l3_share_bytes;
+}
+
 }  // namespace
 
 void force_path(Path path) { g_forced_path.store(path, std::memory_order_relaxed); }
@@ -140,6 +160,7 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
   if (forced == Path::stream && b.col_stride == 1) return Path::stream;
   if (forced == Path::transposed && transposed_applies(a, b)) return Path::transposed;
   if (forced == Path::interleaved && interleaved_applies(a, b)) return Path::interleaved;
+  if (forced == Path::strip && strip_applies(b)) return Path::strip;
   if (forced != Path::automatic) return Path::packed;
 
   // Packing B costs about as much as a few rows of compute, packing A as a few
@@ -198,6 +219,7 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
     // Few rows and a B that this thread's L3 share holds, or a narrow B whose strips stay
     // in L1 while A is re-read (from L3) once per strip: when A's rows are contiguous (when
     // they are not, as in G^T·X, packing A wins), or when the problem is tiny.
+    if (a.col_stride == 1 && strip_takes<T>(limits, m, n, b_bytes)) return Path::strip;
     const bool few_rows = few_rows_in_place<T>(limits, m, b_bytes);
     const bool narrow_b = n <= 128 && a_bytes <= limits.l3_share_bytes;
     const bool tiny = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <=

@@ -10,7 +10,7 @@
 
 namespace eml::gemm::blocked {
 
-enum class Path { automatic, packed, dot, broadcast, stream, transposed, interleaved };
+enum class Path { automatic, packed, dot, broadcast, stream, transposed, interleaved, strip };
 
 // At most this many steps of k count as shallow: the product is bound by the writes of C.
 inline constexpr int64_t kShallowK = 4;
@@ -37,6 +37,16 @@ NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, in
 // The most rows of A times a B with contiguous columns (G·W) that AVX-512's few-rows tiles
 // (kernels.h) read B in place for, where they apply (path.cpp's few_rows_in_place).
 inline constexpr int64_t kFewRowsTilesMaxRows = 64;
+
+// The rows of A times a narrow B with contiguous rows (G·W, at most Tuning::strip_max_cols
+// columns) that take the strip path (direct_gemm.h), float only. Fewer rows keep the few-rows
+// tiles; more, the packed path (Xeon, dL/dX of 384 rows 0.99x-1.02x, 512 rows 0.91x). And at
+// least kStripMinStrips whole strips of columns: the columns past the last whole strip are
+// read in place by every row tile (Xeon, 128 columns, 48 and 128 rows: 0.9x of the path
+// before; 192 and 256 columns 1.05x-1.25x).
+inline constexpr int64_t kStripMinRows = 33;
+inline constexpr int64_t kStripMaxRows = 256;
+inline constexpr int64_t kStripMinStrips = 4;
 
 // Whether AVX-512's few-rows broadcast tiles compute T's in-place products of up to
 // kFewRowsTilesMaxRows rows: float or double, where Tuning::few_rows_tiles is set.

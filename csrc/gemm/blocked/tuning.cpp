@@ -28,7 +28,7 @@ constexpr const char* kMcNote =
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 22> kFields = {{
+const std::array<Field, 23> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -68,6 +68,8 @@ const std::array<Field, 22> kFields = {{
      0},
     {"aliased_tile_rows", "EML_OPS_ALIASED_TILE_ROWS", &Tuning::aliased_tile_rows, nullptr,
      nullptr, "L1d: W's rows in one set beside 2 lines of X^T: 8 with 10 ways or more, else 6"},
+    {"strip_max_cols", "EML_OPS_STRIP_MAX_COLS", &Tuning::strip_max_cols, nullptr, nullptr,
+     "measured: 768 with AVX-512's whole FMAs (8 x 48 strip tiles), else 0", 0},
 }};
 
 int64_t& slot(Tuning& tuning, const Field& field) {
