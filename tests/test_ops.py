@@ -156,9 +156,9 @@ def test_weight_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
 
 
 # Shapes (batch, in, out) whose dL/dX = G·W takes the strip path where AVX-512's FMAs run whole
-# (path.cpp: float, 33 to 256 rows, 192 to 768 inputs; elsewhere the few-rows tiles or the
-# packed path): the edges of its rows, strips of 48 inputs and blocks of depth (out), and just
-# outside it.
+# (path.cpp: 33 to 256 rows, 192 (float) or 96 (double) to 768 inputs; elsewhere the few-rows
+# tiles or the packed path): the edges of its rows, strips of inputs and blocks of depth (out),
+# and just outside it.
 INPUT_GRADIENT_SHAPES = [(33, 768, 3072), (128, 192, 193), (256, 770, 500), (97, 500, 1000),
                          (32, 768, 300), (257, 768, 200)]
 

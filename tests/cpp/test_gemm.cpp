@@ -1865,8 +1865,7 @@ void check_next_strip_tiles(std::mt19937& rng) {
 // (contiguous along k) and a W of kStripMinStrips strips to Tuning::strip_max_cols columns
 // within the L3 share,
 // on every CPU model and ISA (the model's value: 768 where 512-bit FMAs run whole, else 0);
-// never fewer or more rows, a narrower or wider W, a G^T (dL/dW's layout), double or 16-bit
-// types.
+// never fewer or more rows, a narrower or wider W, a G^T (dL/dW's layout), or 16-bit types.
 template <typename T>
 void check_strip_choice() {
   const T* nowhere = nullptr;
@@ -1875,12 +1874,13 @@ void check_strip_choice() {
     const int64_t l3_depth = t.l3_share_bytes / (768 * int64_t(sizeof(T)));
     // W within the L3 share (the smaller shares of the models hold fewer of the cases).
     const auto takes_w = [&](int64_t n, int64_t k) {
-      return std::is_same_v<T, float> && t.strip_max_cols > 0 &&
+      return std::is_same_v<T, blocked::Acc<T>> && t.strip_max_cols > 0 &&
              n * k * int64_t(sizeof(T)) <= t.l3_share_bytes;
     };
+    const int64_t min_cols = blocked::kStripMinStrips * blocked::kStripTileCols<T>;
     const std::tuple<int64_t, int64_t, int64_t, bool> cases[] = {
         {33, 768, 3072, true},      {128, 768, 768, true},       {256, 512, 2048, true},
-        {40, 192, 4096, true},      {40, 191, 4096, false},      {32, 768, 3072, false},
+        {40, min_cols, 4096, true}, {40, min_cols - 1, 4096, false}, {32, 768, 3072, false},
         {257, 768, 3072, false},    {128, 769, 3072, false},     {128, 1024, 1024, false},
         {64, 768, 2 * l3_depth, false}};
     for (const auto& [m, n, k, in_range] : cases) {

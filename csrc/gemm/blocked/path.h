@@ -39,11 +39,11 @@ NarrowSide narrow_side(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, in
 inline constexpr int64_t kFewRowsTilesMaxRows = 64;
 
 // The rows of A times a narrow B with contiguous rows (G·W, at most Tuning::strip_max_cols
-// columns) that take the strip path (direct_gemm.h), float only. Fewer rows keep the few-rows
-// tiles; more, the packed path (Xeon, dL/dX of 384 rows 0.99x-1.02x, 512 rows 0.91x). And at
-// least kStripMinStrips whole strips of columns: the columns past the last whole strip are
-// read in place by every row tile (Xeon, 128 columns, 48 and 128 rows: 0.9x of the path
-// before; 192 and 256 columns 1.05x-1.25x).
+// columns) that take the strip path (direct_gemm.h), float and double. Fewer rows keep the
+// few-rows tiles; more, the packed path (Xeon, dL/dX of 384 rows 0.99x-1.02x, 512 rows 0.91x).
+// And at least kStripMinStrips whole strips of columns: the columns past the last whole strip
+// are read in place by every row tile (Xeon, 128 columns of float, 48 and 128 rows: 0.9x of
+// the path before; 192 and 256 columns 1.05x-1.25x).
 inline constexpr int64_t kStripMinRows = 33;
 inline constexpr int64_t kStripMaxRows = 256;
 inline constexpr int64_t kStripMinStrips = 4;
