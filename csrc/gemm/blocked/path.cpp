@@ -216,10 +216,11 @@ Path choose_path(ConstMatrixView<T> a, ConstMatrixView<T> b, int64_t m, int64_t 
     }
     // A's columns contiguous too (G^T·X) and a narrow side of C: the broadcast tiles' columns.
     if (narrow_side(a, b, m, n, k) != NarrowSide::none) return Path::broadcast;
+    // A mid-size G·W against a narrow W: strips of W copied as the first row tile reads them.
+    if (a.col_stride == 1 && strip_takes<T>(limits, m, n, b_bytes)) return Path::strip;
     // Few rows and a B that this thread's L3 share holds, or a narrow B whose strips stay
     // in L1 while A is re-read (from L3) once per strip: when A's rows are contiguous (when
     // they are not, as in G^T·X, packing A wins), or when the problem is tiny.
-    if (a.col_stride == 1 && strip_takes<T>(limits, m, n, b_bytes)) return Path::strip;
     const bool few_rows = few_rows_in_place<T>(limits, m, b_bytes);
     const bool narrow_b = n <= 128 && a_bytes <= limits.l3_share_bytes;
     const bool tiny = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <=
