@@ -1861,11 +1861,11 @@ void check_next_strip_tiles(std::mt19937& rng) {
   set_active_isa(detected_isa());
 }
 
-// The strip path's choice (path.cpp): float G·W of kStripMinRows to kStripMaxRows rows of G
-// (contiguous along k) and a W of kStripMinStrips strips to Tuning::strip_max_cols columns
-// within the L3 share,
-// on every CPU model and ISA (the model's value: 768 where 512-bit FMAs run whole, else 0);
-// never fewer or more rows, a narrower or wider W, a G^T (dL/dW's layout), or 16-bit types.
+// The strip path's choice (path.cpp): float or double G·W of kStripMinRows to kStripMaxRows
+// rows of G (contiguous along k) and a W of kStripMinStrips strips to Tuning::strip_max_cols
+// columns within the L3 share, on every CPU model and ISA (the model's value: 768 where
+// 512-bit FMAs run whole, else 0); never fewer or more rows, a narrower or wider W, a G^T
+// (dL/dW's layout), or 16-bit types.
 template <typename T>
 void check_strip_choice() {
   const T* nowhere = nullptr;
@@ -1906,8 +1906,9 @@ void check_strip_choice() {
 // tile that copies its strip (Kernels::strip_pack) writes the same bits as the plain 8-row
 // tile and copies each step's values of B, for k of 1 to past the prefetch distance, bias or
 // accumulate; then the strip path forced and chosen on G·W around its tile and block edges
-// (rows 1 to 9, 33 to 300; one, 47 to 49, 95 to 97 and 770 columns; k across the block
-// depth), every layout of A.
+// (rows 1, 7 to 9, 33, 47 and 300; columns 1, a strip's width and one either side of it, one
+// either side of two strips, and 770; k within, at and past the block depth), row- and
+// column-major A.
 template <typename T>
 void check_strip_tiles(std::mt19937& rng) {
   if (!isa_supported(Isa::avx512)) return;
