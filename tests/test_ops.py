@@ -173,6 +173,28 @@ def test_input_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
     torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
 
 
+# Shapes (batch, in, out) whose dL/dX = G·W takes the strip path on one thread and, on two or
+# three, splits its depth (out) between the threads, whose parts of C would leave that path
+# (blocked_gemm.cpp), where AVX-512's FMAs run whole: float, and double (64 x 100 x 1024).
+SPLIT_DEPTH_SHAPES = [(64, 256, 4096), (41, 200, 999), (64, 100, 1024)]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SPLIT_DEPTH_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_input_gradient_split_between_threads_matches_float64(
+        backend: str, dtype: torch.dtype, shape: tuple[int, int, int], threads: int) -> None:
+    x, w, grad_output = random_backward_operands(shape, dtype)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        grad_input, _, _ = OPS.linear_backward(grad_output, x, w, [True, False, False])
+    finally:
+        torch.set_num_threads(previous)
+    expected = grad_output.double() @ w.double()
+    torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
+
+
 def test_grad_without_bias_skips_bias(backend: str) -> None:
     x = torch.randn(3, 4, requires_grad=True)
     w = torch.randn(2, 4)

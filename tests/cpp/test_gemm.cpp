@@ -1507,6 +1507,60 @@ void check_shared_b(std::mt19937& rng) {
   set_active_isa(detected_isa());
 }
 
+// Threads that split k instead of C (blocked_gemm.cpp): G·W on the strip path whose grid's
+// parts of C would leave it, in float and double on every ISA (strip_max_cols set to 768, the
+// model's where AVX-512's FMAs run whole; without the strip tiles each share runs the packed
+// path), with 2 and 3 threads, a bias, rows that are no whole tile and an uneven last share:
+// within the float64 reference's bound, and the partial products buffer written. Not where the
+// parts stay on the strip path, where a share would have fewer than 256 steps, or off the
+// strip path (300 rows): there the buffer keeps its NaNs.
+template <typename T>
+void check_depth_split(std::mt19937& rng) {
+  constexpr int64_t min_cols = blocked::kStripMinStrips * blocked::kStripTileCols<T>;
+  struct Case {
+    int64_t m, n, k;
+    int threads;
+    bool splits;
+  };
+  const Case cases[] = {{64, min_cols + 64, 1100, 2, true},
+                        {41, min_cols + 8, 999, 3, true},
+                        {64, 768, 1024, 2, false},
+                        {64, min_cols + 64, 500, 2, false},
+                        {300, min_cols, 1024, 2, false}};
+  blocked::Tuning strips = blocked::tuning();
+  strips.strip_max_cols = 768;
+  blocked::set_tuning_for_testing(&strips);
+  for (Isa isa : isas()) {
+    for (const Case& c : cases) {
+      const std::string where = std::string(type_name<T>()) + " " + isa_name(isa) + " " +
+                                std::to_string(c.m) + "x" + std::to_string(c.n) + " k=" +
+                                std::to_string(c.k) + ", " + std::to_string(c.threads) +
+                                " threads";
+      check_problem<T>({c.m, c.n, c.k, Layout::row_major, Layout::row_major, true, false},
+                       {{isa, Path::automatic, c.threads}}, rng);
+      // The same product again, every shard: whether the threads split k.
+      const size_t partial_size = static_cast<size_t>(c.m * c.n * (c.threads - 1));
+      T* partials = blocked::partial_products_buffer<T>(partial_size);
+      std::fill(partials, partials + partial_size, from_double<T>(NAN));
+      const Operand<T> a = make_operand<T>(c.m, c.k, Layout::row_major, rng);
+      const Operand<T> b = make_operand<T>(c.k, c.n, Layout::row_major, rng);
+      std::vector<T> out(static_cast<size_t>(c.m * c.n));
+      set_active_isa(isa);
+      blocked_gemm<T>(a.view, b.view, {out.data(), c.m, c.n, c.n}, Epilogue<T>{},
+                      spawning_threading(c.threads));
+      const bool written = !std::isnan(as_double(partials[0])) &&
+                           !std::isnan(as_double(partials[partial_size - 1]));
+      ++g_checks;
+      if (written != c.splits) {
+        fail(c.splits ? "k not split between the threads" : "k split between the threads",
+             where);
+      }
+    }
+  }
+  blocked::set_tuning_for_testing(nullptr);
+  set_active_isa(detected_isa());
+}
+
 // B = W^T packed from every start within a cache line, W's rows a multiple of 64 bytes apart
 // (there the AVX-512 float pack first reads up to the next line start, packing_avx512.cpp):
 // in blocks of depth 45 (a first block to the line start, whole blocks, a last one), 7 and 3
@@ -2207,6 +2261,8 @@ int main(int argc, char** argv) {
     check_write_bound_depth<double>(model_rng);
     check_shared_b<float>(model_rng);
     check_shared_b<double>(model_rng);
+    check_depth_split<float>(model_rng);
+    check_depth_split<double>(model_rng);
     check_pack_line_starts<float>(model_rng);
     check_pack_line_starts<double>(model_rng);
     check_few_rows_tiles<float>(model_rng);

@@ -238,6 +238,74 @@ OutputMatrix<S> block_of(OutputMatrix<S> c, Range rows, Range cols) {
           c.ld};
 }
 
+// The fewest steps of k in one thread's share where the threads split k (depth_shares).
+constexpr int64_t kMinShareDepth = 256;
+// Shares of k start at multiples of this many steps (a 64-byte line of float).
+constexpr int64_t kShareDepthUnit = 16;
+
+// Into how many shares of k the threads split a float or double product instead of splitting
+// C (1: they split C). Where the whole product takes the strip path (dL/dX = G·W of 33 to 256
+// rows and a W of 4 to 16 strips, path.h) and the grid's parts of C would not (too few rows or
+// columns), each thread computes all of C over its share of k on the strip path and the
+// shares are summed after (Xeon, 2 threads, dL/dX of 64 x 256 x 4096 over MKL: 0.64x-0.73x
+// with C split, whose parts of 128 columns left the strip path; 1.04x-1.07x with k split).
+template <typename T>
+int64_t depth_shares(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& grid) {
+  const int64_t m = a.rows, n = b.cols, k = a.cols;
+  const int64_t shares = std::min(grid.parts(), k / kMinShareDepth);
+  if (shares < 2) return 1;
+  const int64_t share_depth = split_range(k, shares, 0, kShareDepthUnit).end;
+  const ConstMatrixView<T> share_a{a.data, m, share_depth, a.row_stride, a.col_stride};
+  const ConstMatrixView<T> share_b{b.data, share_depth, n, b.row_stride, b.col_stride};
+  if (choose_path(share_a, share_b, m, n, share_depth) != Path::strip) return 1;
+  const Range rows = split_range(m, grid.row_parts, 0, BlockSizes<T>::mr);
+  const Range cols = split_range(n, grid.col_parts, 0, BlockSizes<T>::nr);
+  const Path part_path = choose_path(rows_of(a, rows), cols_of(b, cols), rows.end - rows.begin,
+                                     cols.end - cols.begin, k);
+  return part_path == Path::strip ? 1 : shares;
+}
+
+// dst[0:n] += the same row of each of `count` matrices of n columns, m x n apart.
+template <typename T>
+void add_partial_rows(T* dst, const T* partials, int64_t count, int64_t m, int64_t n) {
+  for (int64_t share = 0; share < count; ++share) {
+    const T* row = partials + share * m * n;
+    for (int64_t j = 0; j < n; ++j) dst[j] += row[j];
+  }
+}
+
+// C = A·B (+ bias) in `shares` shares of k on `threading`: the first share written into C
+// with the bias, the others into the calling thread's partial products buffer; then the
+// threads add those into C, each a block of its rows.
+template <typename T>
+void depth_split_gemm(const Kernels<T>& kernels, ConstMatrixView<T> a, ConstMatrixView<T> b,
+                      OutputMatrix<T> c, const T* bias, int64_t shares,
+                      const Threading& threading) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  T* partials = partial_products_buffer<T>(static_cast<std::size_t>(m * n * (shares - 1)));
+  threading.run(0, shares, [&](int64_t first_share, int64_t end_share) {
+    for (int64_t share = first_share; share < end_share; ++share) {
+      const Range steps = split_range(k, shares, share, kShareDepthUnit);
+      const int64_t depth = steps.end - steps.begin;
+      const ConstMatrixView<T> share_a{a.data + steps.begin * a.col_stride, m, depth,
+                                       a.row_stride, a.col_stride};
+      const ConstMatrixView<T> share_b{b.data + steps.begin * b.row_stride, depth, n,
+                                       b.row_stride, b.col_stride};
+      const OutputMatrix<T> share_c =
+          share == 0 ? c : OutputMatrix<T>{partials + (share - 1) * m * n, m, n, n};
+      gemm_on_this_thread(kernels, share_a, share_b, share_c, share == 0 ? bias : nullptr,
+                          nullptr, /*stream_c=*/false);
+    }
+  });
+  threading.run(0, shares, [&](int64_t first_share, int64_t end_share) {
+    const Range rows = {split_range(m, shares, first_share, 1).begin,
+                        split_range(m, shares, end_share - 1, 1).end};
+    for (int64_t i = rows.begin; i < rows.end; ++i) {
+      add_partial_rows(c.data + i * c.ld, partials + i * n, shares - 1, m, n);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace blocked
 
@@ -279,6 +347,11 @@ void blocked_gemm(ConstMatrixView<S> a, ConstMatrixView<S> b, OutputMatrix<S> c,
     return;
   }
   if constexpr (!is_half_v<S>) {
+    if (const int64_t shares = depth_shares(a, b, grid);
+        shares > 1 && epilogue.a_row_sums == nullptr) {
+      depth_split_gemm(kernels, a, b, c, bias, shares, threading);
+      return;
+    }
     if (shares_packed_b(a, b, grid)) {
       blocked_gemm(a, pack_shared_b(kernels, b, grid.parts(), threading), c, epilogue, threading);
       return;

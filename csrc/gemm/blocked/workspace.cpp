@@ -32,6 +32,11 @@ T* shared_b_buffer(std::size_t elements) {
   return static_cast<T*>(thread_buffer<T, 4>().reserve(elements * sizeof(T)));
 }
 
+template <typename T>
+T* partial_products_buffer(std::size_t elements) {
+  return static_cast<T*>(thread_buffer<T, 5>().reserve(elements * sizeof(T)));
+}
+
 float* accumulator_buffer(std::size_t elements) {
   return static_cast<float*>(thread_buffer<float, 2>().reserve(elements * sizeof(float)));
 }
@@ -44,5 +49,7 @@ template float* staged_c_buffer<float>(std::size_t);
 template double* staged_c_buffer<double>(std::size_t);
 template float* shared_b_buffer<float>(std::size_t);
 template double* shared_b_buffer<double>(std::size_t);
+template float* partial_products_buffer<float>(std::size_t);
+template double* partial_products_buffer<double>(std::size_t);
 
 }  // namespace eml::gemm::blocked

@@ -1,8 +1,9 @@
 // Per-thread scratch memory for packed blocks, reused across calls.
 //
-// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B) or by L3 (the
-// thread's share for a staged C, the threads' shares for a shared B), never by the
-// problem, so a thread allocates at most once per buffer and then reuses it.
+// Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B), by L3 (the
+// thread's share for a staged C, the threads' shares for a shared B) or by a path's limits
+// (the strip path's C for partial products), never by the problem, so a thread allocates
+// at most once per buffer and then reuses it.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,11 @@ T* staged_c_buffer(std::size_t elements);
 // read (blocked_gemm.cpp); bounded by the threads' shares of L3.
 template <typename T>
 T* shared_b_buffer(std::size_t elements);
+// The calling thread's buffer for the partial products of a GEMM whose threads split its depth
+// (blocked_gemm.cpp): C of the strip path (at most 256 rows x Tuning::strip_max_cols) per thread
+// beyond the first.
+template <typename T>
+T* partial_products_buffer(std::size_t elements);
 // The calling thread's float buffer for the float results of 16-bit GEMMs, before
 // they are rounded (its size is bounded by the caller, blocked_gemm.cpp).
 float* accumulator_buffer(std::size_t elements);
