@@ -173,10 +173,12 @@ def test_input_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
     torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
 
 
-# Shapes (batch, in, out) whose dL/dX = G·W takes the strip path on one thread and, on two or
-# three, splits its depth (out) between the threads, whose parts of C would leave that path
-# (blocked_gemm.cpp), where AVX-512's FMAs run whole: float, and double (64 x 100 x 1024).
-SPLIT_DEPTH_SHAPES = [(64, 256, 4096), (41, 200, 999), (64, 100, 1024)]
+# Shapes (batch, in, out) whose dL/dX = G·W splits its depth (out) between two or three
+# threads (blocked_gemm.cpp: a small C whose parts would not take the strip path): mid-size
+# batches whose whole C takes the strip path where AVX-512's FMAs run whole (float; double at
+# 64 x 100 x 1024), and few rows.
+SPLIT_DEPTH_SHAPES = [(64, 256, 4096), (41, 200, 999), (64, 100, 1024), (8, 256, 4096),
+                      (2, 512, 2048)]
 
 
 @pytest.mark.parametrize("threads", [2, 3])

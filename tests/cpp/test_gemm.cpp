@@ -1507,42 +1507,51 @@ void check_shared_b(std::mt19937& rng) {
   set_active_isa(detected_isa());
 }
 
-// Threads that split k instead of C (blocked_gemm.cpp): G·W on the strip path whose grid's
-// parts of C would leave it, in float and double on every ISA (strip_max_cols set to 768, the
-// model's where AVX-512's FMAs run whole; without the strip tiles each share runs the packed
-// path), with 2 and 3 threads, a bias, rows that are no whole tile and an uneven last share:
-// within the float64 reference's bound, and the partial products buffer written. Not where the
-// parts stay on the strip path, where a share would have fewer than 256 steps, or off the
-// strip path (300 rows): there the buffer keeps its NaNs.
+// Threads that split k instead of C (blocked_gemm.cpp): G·W of at most 256 rows and 768
+// columns whose grid's parts would not take the strip path, in float and double on every ISA,
+// with the strip path where AVX-512's FMAs run whole (strip_max_cols 768) and with none (0,
+// as on AVX2: the parts of 64 x 768 split k there); 2 and 3 threads, a bias, rows that are no
+// whole tile, few rows, an uneven last share: within the float64 reference's bound, and the
+// partial products buffer written. Not where the parts stay on the strip path, where a share
+// would have fewer than 256 steps, with more rows or columns, or for G^T·X: there the buffer
+// keeps its NaNs.
 template <typename T>
 void check_depth_split(std::mt19937& rng) {
   constexpr int64_t min_cols = blocked::kStripMinStrips * blocked::kStripTileCols<T>;
   struct Case {
     int64_t m, n, k;
     int threads;
+    bool strips;  // strip_max_cols 768, else 0
+    Layout a_layout;
     bool splits;
   };
-  const Case cases[] = {{64, min_cols + 64, 1100, 2, true},
-                        {41, min_cols + 8, 999, 3, true},
-                        {64, 768, 1024, 2, false},
-                        {64, min_cols + 64, 500, 2, false},
-                        {300, min_cols, 1024, 2, false}};
-  blocked::Tuning strips = blocked::tuning();
-  strips.strip_max_cols = 768;
-  blocked::set_tuning_for_testing(&strips);
+  const Layout row = Layout::row_major, col = Layout::col_major;
+  const Case cases[] = {{64, min_cols + 64, 1100, 2, true, row, true},
+                        {41, min_cols + 8, 999, 3, true, row, true},
+                        {8, min_cols + 64, 600, 2, true, row, true},
+                        {64, 768, 1024, 2, false, row, true},
+                        {64, 768, 1024, 2, true, row, false},
+                        {64, min_cols + 64, 500, 2, true, row, false},
+                        {300, min_cols, 1024, 2, true, row, false},
+                        {64, 769, 1024, 2, false, row, false},
+                        {64, min_cols + 64, 1100, 2, true, col, false}};
   for (Isa isa : isas()) {
     for (const Case& c : cases) {
+      blocked::Tuning tuning = blocked::tuning();
+      tuning.strip_max_cols = c.strips ? 768 : 0;
+      blocked::set_tuning_for_testing(&tuning);
       const std::string where = std::string(type_name<T>()) + " " + isa_name(isa) + " " +
                                 std::to_string(c.m) + "x" + std::to_string(c.n) + " k=" +
                                 std::to_string(c.k) + ", " + std::to_string(c.threads) +
-                                " threads";
-      check_problem<T>({c.m, c.n, c.k, Layout::row_major, Layout::row_major, true, false},
+                                " threads, strip_max_cols " + (c.strips ? "768" : "0") +
+                                (c.a_layout == col ? ", G^T" : "");
+      check_problem<T>({c.m, c.n, c.k, c.a_layout, Layout::row_major, true, false},
                        {{isa, Path::automatic, c.threads}}, rng);
       // The same product again, every shard: whether the threads split k.
       const size_t partial_size = static_cast<size_t>(c.m * c.n * (c.threads - 1));
       T* partials = blocked::partial_products_buffer<T>(partial_size);
       std::fill(partials, partials + partial_size, from_double<T>(NAN));
-      const Operand<T> a = make_operand<T>(c.m, c.k, Layout::row_major, rng);
+      const Operand<T> a = make_operand<T>(c.m, c.k, c.a_layout, rng);
       const Operand<T> b = make_operand<T>(c.k, c.n, Layout::row_major, rng);
       std::vector<T> out(static_cast<size_t>(c.m * c.n));
       set_active_isa(isa);

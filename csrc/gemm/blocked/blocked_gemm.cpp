@@ -242,22 +242,29 @@ OutputMatrix<S> block_of(OutputMatrix<S> c, Range rows, Range cols) {
 constexpr int64_t kMinShareDepth = 256;
 // Shares of k start at multiples of this many steps (a 64-byte line of float).
 constexpr int64_t kShareDepthUnit = 16;
+// The widest C whose threads split k (with at most kStripMaxRows rows): the widest measured,
+// and a bound on the partial products buffer (768 KiB of float per thread beyond the first).
+constexpr int64_t kDepthSplitMaxCols = 768;
 
 // Into how many shares of k the threads split a float or double product instead of splitting
-// C (1: they split C). Where the whole product takes the strip path (dL/dX = G·W of 33 to 256
-// rows and a W of 4 to 16 strips, path.h) and the grid's parts of C would not (too few rows or
-// columns), each thread computes all of C over its share of k on the strip path and the
-// shares are summed after (Xeon, 2 threads, dL/dX of 64 x 256 x 4096 over MKL: 0.64x-0.73x
-// with C split, whose parts of 128 columns left the strip path; 1.04x-1.07x with k split).
+// C (1: they split C). For dL/dX = G·W (A contiguous along k, B's rows contiguous) with a small
+// C (at most kStripMaxRows x kDepthSplitMaxCols) whose grid's parts would not take the strip
+// path (fewer than 33 rows, fewer than four strips of columns, or no strip tiles on this
+// ISA), each thread computes all of C over its share of k, on the path one thread takes, and
+// the shares are summed after. C's parts would each re-read all of W's rows for a part of
+// their columns, or all of W for a part of the rows. Xeon, 2 threads, dL/dX over MKL, split C
+// against split k: 64 x 256 x 4096 0.64x-0.73x against 1.04x-1.07x (parts of 128 columns
+// left the strip path), 8 x 256 x 4096 0.78x-0.87x against 1.32x-1.62x; our AVX2 kernels
+// 1.0x-1.45x faster. G^T·X (dL/dW) ran 0.86x-1.04x of split C, and parts that stay on the
+// strip path (256 x 512 x 2048) no faster: they split C.
 template <typename T>
 int64_t depth_shares(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& grid) {
   const int64_t m = a.rows, n = b.cols, k = a.cols;
+  if (a.col_stride != 1 || b.col_stride != 1 || m > kStripMaxRows || n > kDepthSplitMaxCols) {
+    return 1;
+  }
   const int64_t shares = std::min(grid.parts(), k / kMinShareDepth);
   if (shares < 2) return 1;
-  const int64_t share_depth = split_range(k, shares, 0, kShareDepthUnit).end;
-  const ConstMatrixView<T> share_a{a.data, m, share_depth, a.row_stride, a.col_stride};
-  const ConstMatrixView<T> share_b{b.data, share_depth, n, b.row_stride, b.col_stride};
-  if (choose_path(share_a, share_b, m, n, share_depth) != Path::strip) return 1;
   const Range rows = split_range(m, grid.row_parts, 0, BlockSizes<T>::mr);
   const Range cols = split_range(n, grid.col_parts, 0, BlockSizes<T>::nr);
   const Path part_path = choose_path(rows_of(a, rows), cols_of(b, cols), rows.end - rows.begin,

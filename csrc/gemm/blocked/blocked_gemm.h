@@ -1,8 +1,7 @@
 // The fast CPU GEMM of eml_ops: BLIS-style packing and cache blocking around AVX-512,
 // AVX2 or portable register kernels (the best the CPU runs: isa.h), packing-free paths
 // for small and skinny shapes, and threads over disjoint blocks of C (or over shares of k,
-// summed after, where those blocks would be too narrow for the strip path). Torch-free,
-// like gemm.h.
+// summed after, for a G·W with a small C). Torch-free, like gemm.h.
 #pragma once
 
 #include "../gemm.h"

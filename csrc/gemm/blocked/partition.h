@@ -1,8 +1,9 @@
 // Splitting C into disjoint rectangles, one per thread: each thread then runs the
 // whole single-threaded GEMM on its rectangle with its own packed buffers, so no
 // synchronisation is needed inside. (Where several rows of parts would pack the same
-// columns of B, the threads first pack B once between them; where the parts would be too
-// narrow for the strip path, they split k instead and sum the shares: blocked_gemm.cpp.)
+// columns of B, the threads first pack B once between them; for a G·W with a small C whose
+// parts would not take the strip path, they split k instead and sum the shares:
+// blocked_gemm.cpp.)
 #pragma once
 
 #include <cstdint>

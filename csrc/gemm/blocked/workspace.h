@@ -2,7 +2,7 @@
 //
 // Sizes are bounded by the block sizes (MC x KC for A, KC x NC for B), by L3 (the
 // thread's share for a staged C, the threads' shares for a shared B) or by a path's limits
-// (the strip path's C for partial products), never by the problem, so a thread allocates
+// (the small C of partial products), never by the problem, so a thread allocates
 // at most once per buffer and then reuses it.
 #pragma once
 
@@ -25,8 +25,7 @@ T* staged_c_buffer(std::size_t elements);
 template <typename T>
 T* shared_b_buffer(std::size_t elements);
 // The calling thread's buffer for the partial products of a GEMM whose threads split its depth
-// (blocked_gemm.cpp): C of the strip path (at most 256 rows x Tuning::strip_max_cols) per thread
-// beyond the first.
+// (blocked_gemm.cpp): a C of at most 256 x 768 per thread beyond the first.
 template <typename T>
 T* partial_products_buffer(std::size_t elements);
 // The calling thread's float buffer for the float results of 16-bit GEMMs, before
