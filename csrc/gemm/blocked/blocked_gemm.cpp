@@ -249,13 +249,13 @@ constexpr int64_t kDepthSplitMaxCols = 768;
 // Into how many shares of k the threads split a float or double product instead of splitting
 // C (1: they split C). For dL/dX = G·W (A contiguous along k, B's rows contiguous) with a small
 // C (at most kStripMaxRows x kDepthSplitMaxCols) whose grid's parts would not take the strip
-// path (fewer than 33 rows, fewer than four strips of columns, or no strip tiles on this
-// ISA), each thread computes all of C over its share of k, on the path one thread takes, and
-// the shares are summed after. C's parts would each re-read all of W's rows for a part of
-// their columns, or all of W for a part of the rows. Xeon, 2 threads, dL/dX over MKL, split C
-// against split k: 64 x 256 x 4096 0.64x-0.73x against 1.04x-1.07x (parts of 128 columns
-// left the strip path), 8 x 256 x 4096 0.78x-0.87x against 1.32x-1.62x; our AVX2 kernels
-// 1.0x-1.45x faster. G^T·X (dL/dW) ran 0.86x-1.04x of split C, and parts that stay on the
+// path (fewer than 33 rows, fewer than four strips of columns, or no strip path at all:
+// strip_max_cols 0, as with AVX2), each thread computes all of C over its share of k, on the
+// path one thread takes, and the shares are summed after. C's parts would each re-read all of
+// W's rows for a part of their columns, or all of W for a part of the rows. Xeon, 2 threads,
+// dL/dX over MKL, split C against split k: 64 x 256 x 4096 0.64x-0.73x against 1.0x-1.07x
+// (parts of 128 columns left the strip path), 8 x 256 x 4096 0.83x-0.89x against
+// 1.23x-1.26x; our AVX2 kernels 1.0x-1.45x faster. G^T·X (dL/dW) ran 0.86x-1.04x of split C, and parts that stay on the
 // strip path (256 x 512 x 2048) no faster: they split C.
 template <typename T>
 int64_t depth_shares(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& grid) {
