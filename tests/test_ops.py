@@ -167,8 +167,19 @@ INPUT_GRADIENT_SHAPES = [(33, 768, 3072), (128, 192, 193), (256, 770, 500), (97,
 @pytest.mark.parametrize("shape", INPUT_GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_input_gradient_paths_match_float64(backend: str, dtype: torch.dtype,
                                             shape: tuple[int, int, int]) -> None:
+    assert_input_gradient_matches_float64(shape, dtype, threads=torch.get_num_threads())
+
+
+def assert_input_gradient_matches_float64(shape: tuple[int, int, int], dtype: torch.dtype,
+                                          threads: int) -> None:
+    """dL/dX of random operands of ``shape`` on ``threads`` intra-op threads against float64."""
     x, w, grad_output = random_backward_operands(shape, dtype)
-    grad_input, _, _ = OPS.linear_backward(grad_output, x, w, [True, False, False])
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        grad_input, _, _ = OPS.linear_backward(grad_output, x, w, [True, False, False])
+    finally:
+        torch.set_num_threads(previous)
     expected = grad_output.double() @ w.double()
     torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
 
@@ -186,15 +197,7 @@ SPLIT_DEPTH_SHAPES = [(64, 256, 4096), (41, 200, 999), (64, 100, 1024), (8, 256,
 @pytest.mark.parametrize("shape", SPLIT_DEPTH_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_input_gradient_split_between_threads_matches_float64(
         backend: str, dtype: torch.dtype, shape: tuple[int, int, int], threads: int) -> None:
-    x, w, grad_output = random_backward_operands(shape, dtype)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        grad_input, _, _ = OPS.linear_backward(grad_output, x, w, [True, False, False])
-    finally:
-        torch.set_num_threads(previous)
-    expected = grad_output.double() @ w.double()
-    torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
+    assert_input_gradient_matches_float64(shape, dtype, threads)
 
 
 def test_grad_without_bias_skips_bias(backend: str) -> None:

@@ -255,8 +255,8 @@ constexpr int64_t kDepthSplitMaxCols = 768;
 // W's rows for a part of their columns, or all of W for a part of the rows. Xeon, 2 threads,
 // dL/dX over MKL, split C against split k: 64 x 256 x 4096 0.64x-0.73x against 1.0x-1.07x
 // (parts of 128 columns left the strip path), 8 x 256 x 4096 0.83x-0.89x against
-// 1.23x-1.26x; our AVX2 kernels 1.0x-1.45x faster. G^T·X (dL/dW) ran 0.86x-1.04x of split C, and parts that stay on the
-// strip path (256 x 512 x 2048) no faster: they split C.
+// 1.23x-1.26x; our AVX2 kernels 1.0x-1.45x faster. G^T·X (dL/dW) ran 0.86x-1.04x of split
+// C, and parts that stay on the strip path (256 x 512 x 2048) no faster: they split C.
 template <typename T>
 int64_t depth_shares(ConstMatrixView<T> a, ConstMatrixView<T> b, const Grid& grid) {
   const int64_t m = a.rows, n = b.cols, k = a.cols;
