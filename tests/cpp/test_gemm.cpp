@@ -1273,13 +1273,13 @@ void check_staged_c(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
-// One row block over several blocks of depth: column blocks that keep C's and B's blocks
-// within column_block_l2_bytes (packed_gemm.h). The columns chosen are the widest whole
-// pairs of tiles that fit, narrower than n; none for one block of depth, more than one row
-// block, an A block beyond half of the budget, A's packed copy beyond the L3 share or
+// One row block: column blocks that keep C's and B's blocks within column_block_l2_bytes
+// (packed_gemm.h), over several blocks of depth or one. The columns chosen are the widest
+// whole pairs of tiles that fit, narrower than n; none for more than one row block, an A
+// block beyond half of the budget, A's packed copy beyond the L3 share or
 // kPackedAOnceBudgets budgets, or the rule off. The product under it (A packed once for all
 // of k, C in place at an aliasing stride, bias, row sums, a short last column block) on
-// every ISA, one and two threads and prepacked.
+// every ISA, one and two threads and prepacked, at both depths.
 template <typename T>
 void check_l2_column_block(std::mt19937& rng) {
   using Acc = accumulator_t<T>;
@@ -1297,10 +1297,12 @@ void check_l2_column_block(std::mt19937& rng) {
     return (m + kc) * cols * bytes <= t.column_block_l2_bytes;
   };
   const int64_t cols = blocked::l2_column_block<Acc>(m, 10 * pair, k);
+  // One block of depth as deep as each of the four above: the same columns.
+  const int64_t one_pass_k = kc;
   ++g_checks;
   if (kc != 50 || cols != 3 * pair || !fits(cols) || fits(cols + pair) ||
       blocked::l2_column_block<Acc>(m, 3 * pair, k) != 0 ||
-      blocked::l2_column_block<Acc>(m, 10 * pair, blocks.one_pass_kc) != 0 ||
+      blocked::l2_column_block<Acc>(m, 10 * pair, one_pass_k) != cols ||
       blocked::l2_column_block<Acc>(t.column_block_l2_bytes / (2 * kc * bytes) + 1, 10 * pair,
                                     k) != 0) {
     fail("l2_column_block: not the expected columns (" + std::to_string(cols) + ")",
@@ -1332,6 +1334,8 @@ void check_l2_column_block(std::mt19937& rng) {
     if constexpr (!is_half_v<T>) variants.push_back({isa, Path::packed, 1, kPrepackDepth});
     check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, true, true}, variants, rng);
     check_problem<T>({m, 16 * pair, k, Layout::col_major, Layout::row_major, false, false},
+                     variants, rng);
+    check_problem<T>({m, n, one_pass_k, Layout::row_major, Layout::col_major, true, true},
                      variants, rng);
   }
   blocked::set_tuning_for_testing(nullptr);

@@ -78,8 +78,8 @@ struct Tuning {
   // place (path.cpp); a B that the threads' shares hold is packed once for all of them
   // (blocked_gemm.cpp).
   int64_t l3_share_bytes = 0;
-  // One row block of A (m <= MC) over more than one block of depth: its column blocks of C
-  // and B take at most this many bytes of L2 together (packed_gemm.h). Half of an L2 of
+  // One row block of A (m <= MC): its column blocks of C and B take at most this many bytes
+  // of L2 together (packed_gemm.h). Half of an L2 of
   // kMinColumnBlockL2Bytes or more; 0 (NC from L3 always) below.
   int64_t column_block_l2_bytes = 0;
   // A C that asks for it (Epilogue::stream_c: dL/dW) and is written in one block of depth is

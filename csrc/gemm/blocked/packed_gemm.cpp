@@ -72,7 +72,7 @@ int64_t l2_column_block(int64_t m, int64_t n, int64_t k) {
   constexpr int64_t nr = BlockSizes<T>::nr;
   const auto bytes = static_cast<int64_t>(sizeof(T));
   const int64_t kc = packed_depth<T>(k);
-  if (limits.column_block_l2_bytes == 0 || kc >= k || m > row_block<T>(limits.blocks<T>(), kc)) {
+  if (limits.column_block_l2_bytes == 0 || m > row_block<T>(limits.blocks<T>(), kc)) {
     return 0;
   }
   // A's block stays in L2 beside C's and B's, in at most half their bytes: each column block
@@ -122,15 +122,17 @@ void packed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixVie
   using T = Acc<S>;
   const CacheBlocks& limits = tuning().blocks<T>();
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  // Column blocks that keep C in L2 (one row block; not for a B prepacked at another depth),
-  // else where C's rows alias, each column block is computed in a buffer and copied into C.
-  const bool model_depth = prepacked == nullptr || prepacked->kc == packed_depth<T>(k);
-  const int64_t l2_cols = model_depth ? l2_column_block<T>(m, n, k) : 0;
+  // Column blocks that keep C and B's packed block in L2 (one row block; for a prepacked B,
+  // which nothing packs here, only at the model's depth over several blocks of it), else where
+  // C's rows alias, each column block is computed in a buffer and copied into C.
+  const int64_t depth = packed_depth<T>(k);
+  const bool column_blocks = prepacked == nullptr || (prepacked->kc == depth && depth < k);
+  const int64_t l2_cols = column_blocks ? l2_column_block<T>(m, n, k) : 0;
   const StagedC staging = l2_cols != 0 ? StagedC{} : staged_c<T>(m, n, k, c.ld);
   const bool staged = staging.cols != 0;
   constexpr int64_t mr = BlockSizes<T>::mr, nr = BlockSizes<T>::nr;
   CacheBlocks blocks = limits;
-  blocks.kc = prepacked != nullptr ? prepacked->kc : packed_depth<T>(k);
+  blocks.kc = prepacked != nullptr ? prepacked->kc : depth;
   blocks.mc = balanced_block(m, row_block<T>(limits, blocks.kc), mr);
   blocks.nc = staged      ? staging.cols
               : l2_cols != 0 ? balanced_block(n, l2_cols, 2 * nr)
