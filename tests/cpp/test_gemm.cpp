@@ -1930,9 +1930,10 @@ void check_next_strip_tiles(std::mt19937& rng) {
 
 // The strip path's choice (path.cpp): float or double G·W of kStripMinRows to kStripMaxRows
 // rows of G (contiguous along k) and a W of kStripMinStrips strips to Tuning::strip_max_cols
-// columns within the L3 share, on every CPU model and ISA (the model's value: 768 where
-// 512-bit FMAs run whole, else 0); never fewer or more rows, a narrower or wider W, a G^T
-// (dL/dW's layout), or 16-bit types.
+// columns within the L3 share, or of any width up to kStripWideMaxRows rows, on every CPU model
+// and ISA (the model's value: 768 where 512-bit FMAs run whole, else 0: none); never fewer or
+// more rows, a narrower W, a wider one beyond kStripWideMaxRows rows, a G^T (dL/dW's layout),
+// or 16-bit types.
 template <typename T>
 void check_strip_choice() {
   const T* nowhere = nullptr;
@@ -1945,11 +1946,13 @@ void check_strip_choice() {
              n * k * int64_t(sizeof(T)) <= t.l3_share_bytes;
     };
     const int64_t min_cols = blocked::kStripMinStrips * blocked::kStripTileCols<T>;
+    const int64_t wide_rows = blocked::kStripWideMaxRows;
     const std::tuple<int64_t, int64_t, int64_t, bool> cases[] = {
         {33, 768, 3072, true},      {128, 768, 768, true},       {256, 512, 2048, true},
         {40, min_cols, 4096, true}, {40, min_cols - 1, 4096, false}, {32, 768, 3072, false},
-        {257, 768, 3072, false},    {128, 769, 3072, false},     {128, 1024, 1024, false},
-        {64, 768, 2 * l3_depth, false}};
+        {257, 768, 3072, false},    {wide_rows + 1, 769, 3072, false},
+        {wide_rows, 769, 3072, true}, {33, 4096, 1024, true},    {wide_rows, 1024, 1024, true},
+        {wide_rows + 1, 1024, 1024, false}, {64, 768, 2 * l3_depth, false}};
     for (const auto& [m, n, k, in_range] : cases) {
       const bool want = in_range && takes_w(n, k);
       const std::string shape = std::to_string(m) + "x" + std::to_string(n) + " k=" +

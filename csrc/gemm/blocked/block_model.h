@@ -121,9 +121,9 @@ struct Tuning {
   // Zen 5, Intel from Ice Lake), else 6 (8-way: Zen 2-4, Skylake; direct_gemm.cpp).
   int64_t aliased_tile_rows = 0;
   // The widest B (columns of W: inputs of the layer) that the strip path takes for G·W of
-  // kStripMinRows to kStripMaxRows rows of float or double (path.cpp): 768 where AVX-512's
-  // FMAs run whole (its 8 x 3-vector tiles; measured on the Xeon, Zen 5 by the same argument),
-  // else 0 (off).
+  // kStripMinRows to kStripMaxRows rows of float or double (path.cpp; any width up to
+  // kStripWideMaxRows rows): 768 where AVX-512's FMAs run whole (its 8 x 3-vector tiles;
+  // measured on the Xeon, Zen 5 by the same argument), else 0 (off).
   int64_t strip_max_cols = 0;
 
   template <typename T>

@@ -118,12 +118,13 @@ bool strip_applies(ConstMatrixView<T> b) {
 // path: AVX-512's 8 x 48 tiles read G in place and W's strips copied as the first row tile
 // reads them, where packing W and G cost more than the kernels gain (Xeon, dL/dX, 1 thread,
 // against packed or the few-rows tiles: 768 columns, 40 to 256 rows 1.02x-1.20x; 256 to 640
-// columns 1.03x-1.15x; 1024 to 4096 columns 0.83x-1.12x, so not taken); double, 48 to 256
-// rows of 256 to 768 columns 1.0x-1.24x.
+// columns 1.03x-1.15x; wider, up to kStripWideMaxRows rows); double, 48 to 256 rows of 256 to
+// 768 columns 1.0x-1.24x.
 template <typename T>
 bool strip_takes(const Tuning& limits, int64_t m, int64_t n, int64_t b_bytes) {
+  const bool strip_wide = limits.strip_max_cols > 0 && m <= kStripWideMaxRows;
   return std::is_same_v<T, Acc<T>> && m >= kStripMinRows && m <= kStripMaxRows &&
-         n >= kStripMinStrips * kStripTileCols<T> && n <= limits.strip_max_cols &&
+         n >= kStripMinStrips * kStripTileCols<T> && (n <= limits.strip_max_cols || strip_wide) &&
          b_bytes <= limits.l3_share_bytes;
 }
 

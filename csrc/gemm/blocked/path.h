@@ -47,6 +47,13 @@ inline constexpr int64_t kFewRowsTilesMaxRows = 64;
 inline constexpr int64_t kStripMinRows = 33;
 inline constexpr int64_t kStripMaxRows = 256;
 inline constexpr int64_t kStripMinStrips = 4;
+// Up to this many rows the strip path takes a W of any width where it applies at all
+// (Tuning::strip_max_cols above 0): W's rows a page or more apart share L1 sets, so the few-rows
+// tiles read each strip of W from L2 once per row tile, and packing it costs more than the
+// strips' copy (Xeon, dL/dX, 1 thread, over the path before: 1024 to 4096 columns, 40 to 128
+// rows 1.03x-1.30x in GFLOP/s, 4096 x 4096 even; 192 and 256 rows 0.87x-0.96x: C, revisited
+// once per block of depth, outgrows L2).
+inline constexpr int64_t kStripWideMaxRows = 128;
 
 // Whether AVX-512's few-rows broadcast tiles compute T's in-place products of up to
 // kFewRowsTilesMaxRows rows: float or double, where Tuning::few_rows_tiles is set.
