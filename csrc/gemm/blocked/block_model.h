@@ -79,8 +79,8 @@ struct Tuning {
   // (blocked_gemm.cpp).
   int64_t l3_share_bytes = 0;
   // One row block of A (m <= MC): its column blocks of C and B take at most this many bytes
-  // of L2 together (packed_gemm.h). Half of an L2 of
-  // kMinColumnBlockL2Bytes or more; 0 (NC from L3 always) below.
+  // of L2 together (packed_gemm.h). Half of an L2 of kMinColumnBlockL2Bytes or more; 0 (NC
+  // from L3 always) below.
   int64_t column_block_l2_bytes = 0;
   // A C that asks for it (Epilogue::stream_c: dL/dW) and is written in one block of depth is
   // written past the caches where it holds more than this many bytes per thread

@@ -29,9 +29,9 @@ StagedC staged_c(int64_t m, int64_t n, int64_t k, int64_t ldc);
 // half of L2 (tuning().column_block_l2_bytes), each B block read by the kernels right after
 // its pack; A is then packed once for all of k, so that the narrower blocks do not pack it
 // again, and C is computed in place (not staged). It pays in one block of depth too (Xeon,
-// forwards of 48 to 256 rows x 256 to 384 deep x 1024 to 4096 wide, one thread: 0.84x-0.97x
-// -> 0.97x-1.05x of MKL; two threads 0.91x-1.01x -> 1.02x-1.13x). The columns of that block
-// (a multiple of 2 NR, less than n), or 0 where NC applies: more rows, the rule off (0
+// forwards of 48 to 256 rows x 256 to 384 deep x 1024 to 4096 wide, one thread: 0.77x-0.98x
+// -> 0.96x-1.05x of F.linear; two threads 0.91x-1.12x -> 0.96x-1.16x). The columns of that
+// block (a multiple of 2 NR, less than n), or 0 where NC applies: more rows, the rule off (0
 // bytes), or A's packed copy beyond the L3 share or kPackedAOnceBudgets. T: float or double.
 template <typename T>
 int64_t l2_column_block(int64_t m, int64_t n, int64_t k);
