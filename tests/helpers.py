@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -28,6 +30,17 @@ def tolerance(dtype: torch.dtype, reduction: int) -> dict[str, float]:
     eps = torch.finfo(dtype).eps
     scale = max(1, reduction) ** 0.5
     return {"rtol": 64 * eps * scale, "atol": 64 * eps * scale}
+
+
+@contextlib.contextmanager
+def intra_op_threads(count: int) -> Iterator[int]:
+    """torch's intra-op thread count set to `count` for a block, the one before restored."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        torch.set_num_threads(previous)
 
 
 def child_environment(**env: str) -> dict[str, str]:

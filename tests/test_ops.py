@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import eml_ops
-from tests.helpers import tolerance
+from tests.helpers import intra_op_threads, tolerance
 
 OPS = torch.ops.eml
 
@@ -174,12 +174,8 @@ def assert_input_gradient_matches_float64(shape: tuple[int, int, int], dtype: to
                                           threads: int) -> None:
     """dL/dX of random operands of ``shape`` on ``threads`` intra-op threads against float64."""
     x, w, grad_output = random_backward_operands(shape, dtype)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with intra_op_threads(threads):
         grad_input, _, _ = OPS.linear_backward(grad_output, x, w, [True, False, False])
-    finally:
-        torch.set_num_threads(previous)
     expected = grad_output.double() @ w.double()
     torch.testing.assert_close(grad_input, expected.to(dtype), **tolerance(dtype, w.shape[0]))
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import eml_ops
-from tests.helpers import BACKENDS, tolerance
+from tests.helpers import BACKENDS, intra_op_threads, tolerance
 
 N_THREADS = 8
 
@@ -139,12 +139,8 @@ def run_threads(cases: list[Case], iterations: int, stop: threading.Event | None
 @pytest.fixture(params=[1, 2])
 def num_threads(request: pytest.FixtureRequest) -> Iterator[int]:
     """torch's intra-op thread count during the test (restored afterwards)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    try:
-        yield request.param
-    finally:
-        torch.set_num_threads(previous)
+    with intra_op_threads(request.param) as count:
+        yield count
 
 
 def test_concurrent_forward_and_backward(backend: str, num_threads: int) -> None:
@@ -252,17 +248,13 @@ def signatures(restore_selection: None) -> Iterator[dict[str, tuple[float, float
     One intra-op thread, so that no backend splits the sums (the result of a split sum would
     depend on the machine's core count).
     """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with intra_op_threads(1):
         found = {}
         for name in SIGNATURE_BACKENDS:
             with eml_ops.use_backend(name):
                 found[name] = backend_signature()
         assert len(set(found.values())) == len(found), f"backends not told apart: {found}"
         yield found
-    finally:
-        torch.set_num_threads(previous)
 
 
 def test_use_backend_is_local_to_the_thread(signatures: dict[str, tuple[float, float]]) -> None:
