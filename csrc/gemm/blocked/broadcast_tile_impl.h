@@ -57,6 +57,16 @@ EML_BROADCAST_TILE_INLINE void prefetch_next_strip(const S* b_row) {
   for (int line = 0; line < kStripBytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
 }
 
+// Sets the R x NV accumulators of a tile to zero.
+template <typename VT, int R, int NV>
+EML_BROADCAST_TILE_INLINE void zero_tile(typename VT::V (&acc)[R][NV]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = VT::zero();
+  }
+}
+
 // Writes the R x NV accumulators into C: added to it (accumulate), or with the bias, or alone.
 template <typename VT, int R, int NV, bool kMasked>
 EML_BROADCAST_TILE_INLINE void store_tile(const typename VT::V (&acc)[R][NV],
@@ -113,13 +123,7 @@ EML_BROADCAST_TILE_TARGET inline void broadcast_tile_impl(
   }
   V acc[U][R][NV];
 #pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[u][r][v] = VT::zero();
-    }
-  }
+  for (int u = 0; u < U; ++u) zero_tile<VT, R, NV>(acc[u]);
   int64_t p = 0;
   for (; p + U <= k; p += U) {
 #pragma GCC unroll 4
@@ -182,11 +186,7 @@ EML_BROADCAST_TILE_TARGET void strip_pack_tile(int64_t k, const S* a, int64_t a_
   constexpr int kStripBytes = W * static_cast<int>(sizeof(S));
   const typename VT::Mask masks[NV] = {};  // unmasked: unused
   typename VT::V acc[R][NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = VT::zero();
-  }
+  zero_tile<VT, R, NV>(acc);
   for (int64_t p = 0; p < k; ++p) {
     const S* b_row = b + p * ldb;
     if (p + kStripPrefetchSteps < k) {

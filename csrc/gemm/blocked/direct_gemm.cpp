@@ -410,29 +410,28 @@ void strip_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatrixView
     constexpr int64_t width = kStripTileCols<S>, rows = kStripTileRows;
     const int64_t depth = strip_depth<S>();
     S* strip = packed_b_buffer<S>(static_cast<std::size_t>(depth * width));
-    // The tile at row i of the strip at column j, over the block from pc, B's rows from b_row
-    // (pc's) ldb apart.
-    const auto tile = [&](int64_t i, int64_t j, int64_t pc, const S* b_row, int64_t ldb) {
-      const bool accumulate = pc > 0;
-      kernels.strip[std::min(rows, m - i) - 1](
-          std::min(depth, k - pc), a.data + i * a.row_stride + pc * a.col_stride, a.row_stride,
-          a.col_stride, b_row, ldb, c.data + i * c.ld + j, c.ld, std::min(width, n - j),
-          (!accumulate && bias != nullptr) ? bias + j : nullptr, accumulate);
-    };
     for (int64_t pc = 0; pc < k; pc += depth) {
       const int64_t kc = std::min(depth, k - pc);
+      const bool accumulate = pc > 0;
+      // The tile at row i of the strip at column j over this block, B's rows from b_row ldb
+      // apart.
+      const auto tile = [&](int64_t i, int64_t j, const S* b_row, int64_t ldb) {
+        kernels.strip[std::min(rows, m - i) - 1](
+            kc, a.data + i * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride,
+            b_row, ldb, c.data + i * c.ld + j, c.ld, std::min(width, n - j),
+            (!accumulate && bias != nullptr) ? bias + j : nullptr, accumulate);
+      };
       for (int64_t j = 0; j < n; j += width) {
         const S* b_row = b.data + pc * b.row_stride + j;
         if (j + width > n || m < rows) {  // a partial strip, or no whole first tile: in place
-          for (int64_t i = 0; i < m; i += rows) tile(i, j, pc, b_row, b.row_stride);
+          for (int64_t i = 0; i < m; i += rows) tile(i, j, b_row, b.row_stride);
           continue;
         }
-        const bool accumulate = pc > 0;
         kernels.strip_pack(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, b_row,
                            b.row_stride, c.data + j, c.ld,
                            (!accumulate && bias != nullptr) ? bias + j : nullptr, accumulate,
                            strip);
-        for (int64_t i = rows; i < m; i += rows) tile(i, j, pc, strip, width);
+        for (int64_t i = rows; i < m; i += rows) tile(i, j, strip, width);
       }
     }
   } else {
