@@ -248,17 +248,26 @@ void check(bool ok, const char* what) {
   }
 }
 
-// The hand-over to the blocked GEMM: small forward products, unless LIBXSMM runs AVX-512
-// kernels on full-width FMA units.
+// The hand-over to the blocked GEMM: small forward products, except few rows times a deep k
+// where LIBXSMM runs AVX-512 kernels on full-width FMA units.
 void test_kernel_wins() {
   const std::vector<float> x(128 * 512, 1.0f), w(512 * 512, 1.0f);
   const ConstMatrixView<float> small_x{x.data(), 16, 64, 64, 1};
   const ConstMatrixView<float> small_wt{w.data(), 64, 64, 1, 64};  // W^T of a 64 x 64 W
   const ConstMatrixView<float> small_w{w.data(), 64, 64, 64, 1};   // W itself (grad_input)
-  const bool full_width_avx512 = tpp::jit_avx512() && !cpu_splits_avx512();
-  check(tpp_kernel_wins(small_x, small_wt) == full_width_avx512,
-        "small forward: blocked unless full-width AVX-512");
+  check(!tpp_kernel_wins(small_x, small_wt), "small forward, k = 64: blocked");
   check(tpp_kernel_wins(small_x, small_w), "grad_input layout stays with LIBXSMM");
+  const bool full_width_avx512 = tpp::jit_avx512() && !cpu_splits_avx512();
+  const int64_t rows = kTppAvx512ForwardMaxRows, depth = kTppAvx512ForwardMinDepth;
+  const ConstMatrixView<float> few_rows_x{x.data(), rows, depth, depth, 1};
+  const ConstMatrixView<float> deep_wt{w.data(), depth, 64, 1, depth};  // W^T of a 64 x k W
+  check(tpp_kernel_wins(few_rows_x, deep_wt) == full_width_avx512,
+        "few rows, deep k: LIBXSMM where AVX-512 runs at full width");
+  const ConstMatrixView<float> more_rows_x{x.data(), rows + 1, depth, depth, 1};
+  check(!tpp_kernel_wins(more_rows_x, deep_wt), "more rows: blocked");
+  const ConstMatrixView<float> shallow_x{x.data(), rows, depth - 1, depth - 1, 1};
+  const ConstMatrixView<float> shallow_wt{w.data(), depth - 1, 64, 1, depth - 1};
+  check(!tpp_kernel_wins(shallow_x, shallow_wt), "shallower k: blocked");
   const std::vector<float> big(1024 * 1024, 1.0f);
   const ConstMatrixView<float> big_x{big.data(), 1024, 1024, 1024, 1};
   const ConstMatrixView<float> big_wt{big.data(), 1024, 1024, 1, 1024};

@@ -23,16 +23,22 @@ template <typename T>
 bool tpp_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
               const Epilogue<T>& epilogue, const Threading& threading);
 
-// Whether LIBXSMM's kernels are expected to beat the blocked GEMM on C = A·B here: not with
-// LIBXSMM 1.17's AVX2 kernels, nor its AVX-512 ones on a CPU that splits 512-bit FMAs into
-// halves (Zen 4), on the forward product Y = X·W^T (A and B both contiguous along k) of at
-// most kTppAvx2ForwardMaxFlops (2mnk). Measured on Zen 3 (1 thread, best of repeated calls):
-// the blocked GEMM ran 16x64x64 .. 128x512x512 forward 1.02-1.45x faster, 32x512x512 0.94x;
-// on Zen 4 with AVX-512 (bench, 1 / 2 threads, over F.linear) 33x77x65 tpp 0.95x / 0.91x
-// against blocked 1.05x / 1.11x, 64x128x128 1.00x / 1.02x against 1.07x / 1.12x. The tpp
-// backend hands such products to the blocked GEMM; full-width AVX-512 kernels (Zen 5) and
-// the gradients' layouts stay with LIBXSMM.
+// Whether LIBXSMM's kernels are expected to beat the blocked GEMM on C = A·B here. On the
+// forward product Y = X·W^T (A and B both contiguous along k) of at most
+// kTppAvx2ForwardMaxFlops (2mnk), they do not with LIBXSMM 1.17's AVX2 kernels, nor with its
+// AVX-512 ones on a CPU that splits 512-bit FMAs into halves (Zen 4). Measured on Zen 3 (1
+// thread, best of repeated calls): the blocked GEMM ran 16x64x64 .. 128x512x512 forward
+// 1.02-1.45x faster, 32x512x512 0.94x; on Zen 4 with AVX-512 (bench, 1 / 2 threads, over
+// F.linear) 33x77x65 tpp 0.95x / 0.91x against blocked 1.05x / 1.11x, 64x128x128 1.00x /
+// 1.02x against 1.07x / 1.12x. With full-width AVX-512 they win only with few rows and a
+// deep k (kTppAvx512ForwardMaxRows, kTppAvx512ForwardMinDepth): on the Xeon (bench, tpp over
+// blocked, 1 / 2 threads) 16 and 32 rows x 256 to 512 deep 1.11x-1.36x / 0.99x-1.24x; 64 and
+// 128 rows 0.75x-1.05x / 0.76x-1.13x (64x256x256 0.85x, 128x256x512 0.78x), 16 and 32 rows 64
+// deep 0.86x-0.89x; on Zen 5, 64x128x128 0.87x and 33x77x65 0.94x. The tpp backend hands the
+// rest to the blocked GEMM; the gradients' layouts and larger products stay with LIBXSMM.
 inline constexpr double kTppAvx2ForwardMaxFlops = 2.0 * 128 * 512 * 512;
+inline constexpr int64_t kTppAvx512ForwardMaxRows = 32;
+inline constexpr int64_t kTppAvx512ForwardMinDepth = 256;
 template <typename T>
 bool tpp_kernel_wins(ConstMatrixView<T> a, ConstMatrixView<T> b);
 
