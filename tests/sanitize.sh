@@ -53,15 +53,17 @@ if [[ -z "$libasan" || ! -f "$libasan" || -z "$libstdcxx" || ! -f "$libstdcxx" ]
   echo "sanitize.sh: $so is not linked against libasan and libstdc++" >&2
   exit 1
 fi
+# ldd's output first, then grep: `ldd | grep -q` fails under pipefail when grep exits before
+# ldd ends (ldd gets SIGPIPE), which made these checks fail now and then.
 for binary in "$so" "$lib"; do
-  # ldd's output first: `ldd | grep -q` fails under pipefail when grep exits before ldd ends.
   dependencies="$(ldd "$binary")"
   if ! grep -q libubsan <<<"$dependencies" || ! grep -q libasan <<<"$dependencies"; then
     echo "sanitize.sh: $binary is not linked against libasan and libubsan" >&2
     exit 1
   fi
 done
-if ! ldd "$so" | grep -q "libeml_ops.so => $lib"; then
+extension_dependencies="$(ldd "$so")"
+if ! grep -q "libeml_ops.so => $lib" <<<"$extension_dependencies"; then
   echo "sanitize.sh: $so does not load the sanitized $lib" >&2
   exit 1
 fi
