@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import eml_ops
-from tests.helpers import child_environment
+from tests.helpers import child_environment, intra_op_threads
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -58,13 +58,9 @@ def test_train_mlp_under_bf16_autocast_reaches_float32_accuracy(tmp_path: Path) 
     the float32 run's test accuracy, within one point."""
     train_mlp = load_example("train_mlp")
     common = ["--epochs", "8", "--hidden", "64", "--seed", "1", "--backend", "blocked"]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny steps: one thread is fastest, and immune to a busy machine
-    try:
+    with intra_op_threads(1):  # tiny steps: one thread is fastest, and immune to a busy machine
         float32 = train_mlp.main([*common, "--out", str(tmp_path / "f32.png")])
         bf16 = train_mlp.main([*common, "--autocast", "bf16", "--out", str(tmp_path / "bf16.png")])
-    finally:
-        torch.set_num_threads(threads)
     assert float32["autocast"] is None and bf16["autocast"] == "bf16"
     assert float32["accuracy_eml"] > 0.9
     assert bf16["accuracy_eml"] == pytest.approx(float32["accuracy_eml"], abs=0.01)

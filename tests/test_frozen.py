@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import eml_ops
-from tests.helpers import tolerance
+from tests.helpers import intra_op_threads, tolerance
 from tests.test_properties import build, linear_problems, running_on
 
 pack = torch.ops.eml.pack_weight
@@ -68,12 +68,9 @@ def test_packed_op_beyond_the_cache_blocks(dtype: torch.dtype, rows: int) -> Non
     packed, block_k = pack(w)
     assert block_k < 1100 and packed.shape[0] == 1100 and packed.shape[1] >= 530
     for threads in (1, 2):
-        torch.set_num_threads(threads)
-        try:
+        with intra_op_threads(threads):
             torch.testing.assert_close(packed_linear(x, packed, block_k, 530, b), F.linear(x, w),
                                        **tolerance(dtype, 1100))
-        finally:
-            torch.set_num_threads(2)
 
 
 def test_a_packed_weight_keeps_its_block_depth_across_isas() -> None:

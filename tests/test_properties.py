@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import eml_ops
-from tests.helpers import BACKENDS, tolerance
+from tests.helpers import BACKENDS, intra_op_threads, tolerance
 
 # The blocked GEMM's micro-kernels: every one this CPU runs (generic, avx2, avx512).
 ISAS = eml_ops._C.supported_isas()
@@ -21,15 +21,13 @@ ISAS = eml_ops._C.supported_isas()
 @contextlib.contextmanager
 def running_on(problem: dict) -> Iterator[None]:
     """Select the problem's backend, ISA and thread count; restore them afterwards."""
-    isa, threads = eml_ops._C.get_isa(), torch.get_num_threads()
+    isa = eml_ops._C.get_isa()
     eml_ops._C.set_isa(problem["isa"])
-    torch.set_num_threads(problem["threads"])
     try:
-        with eml_ops.use_backend(problem["backend"]):
+        with intra_op_threads(problem["threads"]), eml_ops.use_backend(problem["backend"]):
             yield
     finally:
         eml_ops._C.set_isa(isa)
-        torch.set_num_threads(threads)
 
 LAYOUTS = ["contiguous", "transposed", "sliced", "expanded"]
 

@@ -670,7 +670,7 @@ template <typename T>
 bool tpp_kernel_wins(ConstMatrixView<T> a, ConstMatrixView<T> b) {
   const bool forward = (a.col_stride == 1 || a.cols == 1) && (b.row_stride == 1 || b.rows == 1);
   const double flops = 2.0 * double(a.rows) * double(a.cols) * double(b.cols);
-  if (!forward || flops > kTppAvx2ForwardMaxFlops) return true;
+  if (!forward || flops > kTppSmallForwardMaxFlops) return true;
   const bool full_width_avx512 = tpp::jit_avx512() && !cpu_splits_avx512();
   return full_width_avx512 && a.rows <= kTppAvx512ForwardMaxRows &&
          a.cols >= kTppAvx512ForwardMinDepth;

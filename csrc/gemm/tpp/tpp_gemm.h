@@ -25,7 +25,7 @@ bool tpp_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
 
 // Whether LIBXSMM's kernels are expected to beat the blocked GEMM on C = A·B here. On the
 // forward product Y = X·W^T (A and B both contiguous along k) of at most
-// kTppAvx2ForwardMaxFlops (2mnk), they do not with LIBXSMM 1.17's AVX2 kernels, nor with its
+// kTppSmallForwardMaxFlops (2mnk), they do not with LIBXSMM 1.17's AVX2 kernels, nor with its
 // AVX-512 ones on a CPU that splits 512-bit FMAs into halves (Zen 4). Measured on Zen 3 (1
 // thread, best of repeated calls): the blocked GEMM ran 16x64x64 .. 128x512x512 forward
 // 1.02-1.45x faster, 32x512x512 0.94x; on Zen 4 with AVX-512 (bench, 1 / 2 threads, over
@@ -36,7 +36,7 @@ bool tpp_gemm(ConstMatrixView<T> a, ConstMatrixView<T> b, OutputMatrix<T> c,
 // 128 rows 0.75x-1.05x / 0.76x-1.13x (64x256x256 0.85x, 128x256x512 0.78x), 16 and 32 rows 64
 // deep 0.86x-0.89x; on Zen 5, 64x128x128 0.87x and 33x77x65 0.94x. The tpp backend hands the
 // rest to the blocked GEMM; the gradients' layouts and larger products stay with LIBXSMM.
-inline constexpr double kTppAvx2ForwardMaxFlops = 2.0 * 128 * 512 * 512;
+inline constexpr double kTppSmallForwardMaxFlops = 2.0 * 128 * 512 * 512;
 inline constexpr int64_t kTppAvx512ForwardMaxRows = 32;
 inline constexpr int64_t kTppAvx512ForwardMinDepth = 256;
 template <typename T>
