@@ -538,9 +538,10 @@ void run_tests() {
       }
     }
   }
-  // More rows than one interleaved tile: balanced groups of up to 8 rows (9: 5 and 4, 17: 6,
-  // 6 and 5), each reading the same tile of W's rows.
-  for (const int64_t m : {9, 12, 16, 17, 23, 64, 127, 128}) {
+  // More rows than one interleaved tile: groups of up to kInterleavedGroupRows, as even as
+  // they go (9: 5 and 4, 17: 6, 6 and 5, 32: 6, 6 and four of 5), each reading the same tile
+  // of W's rows.
+  for (const int64_t m : {9, 12, 16, 17, 23, 32, 64, 127, 128}) {
     for (const int64_t n : {1, 4, 5, 9}) {
       for (const int64_t k : {int64_t{3}, int64_t{37}, int64_t{300}}) {
         check_problem<T>({m, n, k, Layout::row_major, Layout::col_major, n % 2 == 0, false},

@@ -66,18 +66,31 @@ constexpr int64_t interleaved_values(int64_t rows, int64_t k) {
   return rows * round_up(k, kInterleavedLanes<S>);
 }
 
-// A's rows in groups of group_rows (the last may have fewer; at most kInterleavedRows each),
-// each group interleaved as the interleaved tiles read it (kernels.h): per step of
-// kInterleavedLanes<S> values of k, each row's values of it, zeros past k. Group g starts at
-// interleaved_values<S>(g * group_rows, k) of this thread's buffer for A.
+// m rows of A in groups for the interleaved tiles: one group up to kInterleavedRows rows, else
+// as few groups of at most kInterleavedGroupRows (kernels.h) as there can be, as evenly as
+// they can be: the first `longer` groups have one row more than the rest.
+struct RowGroups {
+  int64_t count, rows_each, longer;
+  explicit RowGroups(int64_t m)
+      : count(m <= kInterleavedRows ? 1 : ceil_div(m, kInterleavedGroupRows)),
+        rows_each(m / count),
+        longer(m % count) {}
+  int64_t first_row(int64_t g) const { return g * rows_each + std::min(g, longer); }
+  int64_t rows(int64_t g) const { return rows_each + (g < longer ? 1 : 0); }
+};
+
+// A's rows by groups, each group interleaved as the interleaved tiles read it (kernels.h):
+// per step of kInterleavedLanes<S> values of k, each row's values of it, zeros past k. The
+// group at first_row starts at interleaved_values<S>(first_row, k) of this thread's buffer
+// for A.
 template <typename S>
-const S* interleave_rows(ConstMatrixView<S> a, int64_t group_rows) {
+const S* interleave_rows(ConstMatrixView<S> a, const RowGroups& groups) {
   constexpr int64_t lanes = kInterleavedLanes<S>;
   const int64_t steps = ceil_div(a.cols, lanes);
   S* interleaved =
       packed_a_buffer<S>(static_cast<std::size_t>(interleaved_values<S>(a.rows, a.cols)));
-  for (int64_t first_row = 0; first_row < a.rows; first_row += group_rows) {
-    const int64_t rows = std::min(group_rows, a.rows - first_row);
+  for (int64_t g = 0; g < groups.count; ++g) {
+    const int64_t first_row = groups.first_row(g), rows = groups.rows(g);
     S* group = interleaved + interleaved_values<S>(first_row, a.cols);
     for (int64_t step = 0; step < steps; ++step) {
       const int64_t first = step * lanes;
@@ -379,19 +392,17 @@ void interleaved_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatr
     if (!has_interleaved_tiles(kernels) || m > kInterleavedMaxRows || b.row_stride != 1) {
       throw std::logic_error("interleaved_gemm: no tiles for this ISA, or A or B unfit");
     }
-    const int64_t groups = ceil_div(m, kInterleavedRows);
-    const int64_t group_rows = ceil_div(m, groups);
-    const S* a_steps = interleave_rows(a, group_rows);
-    const int64_t group_values = interleaved_values<S>(group_rows, k);
+    const RowGroups groups(m);
+    const S* a_steps = interleave_rows(a, groups);
     const int64_t ldb = b.col_stride;  // B's columns (W's rows) are rows of memory
     for (int64_t j = 0; j < n; j += kInterleavedCols) {
       const int64_t cols = std::min<int64_t>(kInterleavedCols, n - j);
       // Each group of rows in turn reads the same columns of B, the later ones from cache.
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t rows = std::min(group_rows, m - g * group_rows);
-        kernels.interleaved[cols - 1][rows - 1](
-            k, a_steps + g * group_values, b.data + j * ldb, ldb,
-            c.data + g * group_rows * c.ld + j, c.ld, bias != nullptr ? bias + j : nullptr);
+      for (int64_t g = 0; g < groups.count; ++g) {
+        const int64_t first_row = groups.first_row(g);
+        kernels.interleaved[cols - 1][groups.rows(g) - 1](
+            k, a_steps + interleaved_values<S>(first_row, k), b.data + j * ldb, ldb,
+            c.data + first_row * c.ld + j, c.ld, bias != nullptr ? bias + j : nullptr);
       }
     }
   } else {

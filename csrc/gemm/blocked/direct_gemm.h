@@ -34,7 +34,7 @@ void transposed_gemm(const Kernels<S>& kernels, ConstMatrixView<S> a, ConstMatri
 // Needs b.row_stride == 1 (B contiguous along k, as W^T in Y = X·W^T), at most
 // kInterleavedMaxRows rows of A (any strides), and the kernels' interleaved tiles (float and
 // double with AVX-512): C = A·B (+ bias) by those tiles, A copied interleaved into L2 in
-// balanced groups of at most kInterleavedRows rows and B read in place, in order, each tile
+// groups of rows (direct_gemm.cpp's RowGroups) and B read in place, in order, each tile
 // of B's columns by every group in turn.
 template <typename S>
 bool has_interleaved_tiles(const Kernels<S>& kernels) {

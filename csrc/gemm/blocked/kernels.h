@@ -126,9 +126,15 @@ inline constexpr int64_t kStripPrefetchSteps = 16;  // how far ahead strip_pack 
 // accumulators of one AVX-512 vector each, and A's steps one 64-byte line per row.
 inline constexpr int kInterleavedRows = 8;
 inline constexpr int kInterleavedCols = 4;
-// interleaved_gemm runs up to this many rows of A, in groups of at most kInterleavedRows,
-// which read each tile's R rows of B in turn (the later groups from cache).
+// interleaved_gemm runs up to this many rows of A, in groups which read each tile's R rows of
+// B in turn (the later groups from cache): up to kInterleavedRows rows in one group (the
+// 8-row tile's 32 accumulators and 4 vectors of B leave some on the stack, but B streamed
+// from memory once beats two groups: Xeon, 8 x 1024 x 4096, 1.1x-1.2x), more in groups of at
+// most kInterleavedGroupRows, whose 24 accumulators and 4 vectors of B stay in registers
+// (Xeon, forward, against groups of 8: 24 x 256 x 1024 1.2x, 32 x 512 x 512 1.1x-1.15x,
+// 16 x 512 x 1024 1.05x-1.1x; double even).
 inline constexpr int kInterleavedMaxRows = 16 * kInterleavedRows;
+inline constexpr int kInterleavedGroupRows = 6;
 template <typename S>
 inline constexpr int64_t kInterleavedLanes = 64 / sizeof(S);
 
