@@ -5,11 +5,14 @@
 #pragma once
 
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
+#include <array>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace eml::ops::autograd {
@@ -51,6 +54,38 @@ inline std::optional<at::Tensor> saved_or_none(const at::Tensor& tensor) {
 template <typename T>
 at::TypePtr packed_type() {
   return compiled::IValuePacker<T>::packed_type();
+}
+
+// What a node packs of one field of its saved state: a saved tensor (None when not saved), or
+// the sizes as they are.
+inline std::optional<at::Tensor> packed_value(const torch::autograd::SavedVariable& tensor) {
+  return saved_or_none(tensor.unpack());
+}
+inline const std::vector<c10::SymInt>& packed_value(const std::vector<c10::SymInt>& sizes) {
+  return sizes;
+}
+
+// A node's apply_with_saved: its saved `fields` swapped for the compiler's proxies while the
+// mask of gradients to compute and the fields are packed, in that order, for `functional`
+// (bound once per node type, through `bound`, as node.name()), which is then called.
+template <typename... Fields>
+torch::autograd::variable_list apply_functional(const torch::autograd::Node& node,
+                                                std::once_flag& bound,
+                                                torch::autograd::functional_apply_t functional,
+                                                const torch::autograd::variable_list& grads,
+                                                compiled::SwapSavedVariables& saved,
+                                                const std::array<bool, 3>& mask,
+                                                Fields&... fields) {
+  (saved.before(fields), ...);
+  PackedArgs packed;
+  packed.pack(mask);
+  (packed.pack(packed_value(fields)), ...);
+  bind_once(bound, saved, node.name(), std::move(functional),
+            {packed_type<std::array<bool, 3>>(),
+             packed_type<std::decay_t<decltype(packed_value(fields))>>()...});
+  torch::autograd::variable_list result = call_bound(node, grads, packed, saved);
+  (saved.after(fields), ...);
+  return result;
 }
 
 }  // namespace eml::ops::autograd

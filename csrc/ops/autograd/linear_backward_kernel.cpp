@@ -94,27 +94,9 @@ struct LinearBackwardBackward final : torch::autograd::Node {
 
   variable_list apply_with_saved(const variable_list& grads,
                                  torch::dynamo::autograd::SwapSavedVariables& saved) override {
-    saved.before(grad_output_);
-    saved.before(input_);
-    saved.before(weight_);
-    saved.before(grad_output_sizes_);
-    PackedArgs packed;
-    packed.pack(mask());
-    packed.pack(saved_or_none(grad_output_.unpack()));
-    packed.pack(saved_or_none(input_.unpack()));
-    packed.pack(saved_or_none(weight_.unpack()));
-    packed.pack(grad_output_sizes_);
     static std::once_flag bound;
-    bind_once(bound, saved, name(), linear_backward_grads_functional,
-              {packed_type<std::array<bool, 3>>(), packed_type<std::optional<at::Tensor>>(),
-               packed_type<std::optional<at::Tensor>>(), packed_type<std::optional<at::Tensor>>(),
-               packed_type<std::vector<c10::SymInt>>()});
-    variable_list result = call_bound(*this, grads, packed, saved);
-    saved.after(grad_output_);
-    saved.after(input_);
-    saved.after(weight_);
-    saved.after(grad_output_sizes_);
-    return result;
+    return apply_functional(*this, bound, linear_backward_grads_functional, grads, saved,
+                            mask(), grad_output_, input_, weight_, grad_output_sizes_);
   }
 
   std::array<bool, 3> mask() const {

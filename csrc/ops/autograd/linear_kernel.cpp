@@ -97,27 +97,9 @@ struct LinearBackward final : torch::autograd::Node {
 
   variable_list apply_with_saved(const variable_list& grads,
                                  torch::dynamo::autograd::SwapSavedVariables& saved) override {
-    saved.before(input_);
-    saved.before(weight_);
-    saved.before(input_sizes_);
-    saved.before(weight_sizes_);
-    PackedArgs packed;
-    packed.pack(mask());
-    packed.pack(saved_or_none(input_.unpack()));
-    packed.pack(saved_or_none(weight_.unpack()));
-    packed.pack(input_sizes_);
-    packed.pack(weight_sizes_);
     static std::once_flag bound;
-    bind_once(bound, saved, name(), linear_grads_functional,
-              {packed_type<std::array<bool, 3>>(), packed_type<std::optional<at::Tensor>>(),
-               packed_type<std::optional<at::Tensor>>(), packed_type<std::vector<c10::SymInt>>(),
-               packed_type<std::vector<c10::SymInt>>()});
-    variable_list result = call_bound(*this, grads, packed, saved);
-    saved.after(input_);
-    saved.after(weight_);
-    saved.after(input_sizes_);
-    saved.after(weight_sizes_);
-    return result;
+    return apply_functional(*this, bound, linear_grads_functional, grads, saved, mask(), input_,
+                            weight_, input_sizes_, weight_sizes_);
   }
 
   // The gradients this backward pass asks for.
