@@ -1101,7 +1101,7 @@ void test_block_model() {
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
     // The packed tiles win from 48 rows on where 512-bit FMAs run whole.
-    const int64_t interleaved_rows = c.isa != Isa::avx512 ? 0 : c.splits_avx512 ? 128 : 32;
+    const int64_t interleaved_rows = c.isa != Isa::avx512 ? 0 : c.splits_avx512 ? 128 : 40;
     const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
     // The streamed pair blocks exist with whole 512-bit FMAs only; with them, blocks up to 64
     // steps deep are written rows outer (else 32).
@@ -2050,7 +2050,7 @@ void check_interleaved_choice() {
   for_each_model_tuning<T>([](const blocked::Tuning& t, const ModelCase& c, Isa isa,
                               const std::string& where) {
     const bool tiles = isa == Isa::avx512 && std::is_same_v<T, blocked::Acc<T>>;
-    const int64_t max_rows = c.splits_avx512 ? 128 : 32;
+    const int64_t max_rows = c.splits_avx512 ? 128 : 40;
     const int64_t k_from_memory = t.l3_share_bytes / (512 * int64_t(sizeof(T)));
     const int64_t x_beyond_l2 = t.stream_b_bytes / (8 * int64_t(sizeof(T))) + 1;
     const std::tuple<int64_t, int64_t, bool, bool> cases[] = {
@@ -2059,7 +2059,8 @@ void check_interleaved_choice() {
         {9, 1024, true, tiles},   {16, 64, true, tiles},    {17, 255, true, false},
         {17, 256, true, tiles},   {64, 767, true, tiles},   {65, 767, true, false},
         {65, 768, true, tiles},   {128, 768, true, tiles},  {129, 4096, true, false},
-        {32, 256, true, tiles},   {33, 768, true, tiles},   {48, 1024, true, tiles},
+        {32, 256, true, tiles},   {33, 768, true, tiles},   {40, 256, true, tiles},
+        {41, 1024, true, tiles},  {48, 1024, true, tiles},
         {8, 1024, false, false},  {8, x_beyond_l2, true, false}};
     for (const auto& [m, k, weight_transposed, by_depth] : cases) {
       // X must fit L2 (the smaller L2s of the models hold fewer of the deep, many-row cases).

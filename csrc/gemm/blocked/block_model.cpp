@@ -15,13 +15,15 @@ int64_t ways_for(int64_t bytes, int64_t way) { return (bytes + way - 1) / way; }
 int64_t round_down(int64_t value, int64_t unit) { return std::max(unit, value / unit * unit); }
 
 // The most rows of X on the interleaved path where AVX-512's FMAs run whole: there the
-// packed tiles (two row tiles per call) win from 48 rows on. Xeon (AVX-512 with whole FMAs),
-// forward, W in L3, against the path without it (dot up to 32 rows, packed beyond), 1
-// thread: 16 to 32 rows 1.1x-1.4x, 40 rows 0.96x-1.06x, 48 rows 0.93x-0.99x, 64 rows
-// 0.85x-0.92x, 128 rows 0.54x-0.81x (its groups of 8 rows re-read each tile of W from L2 or
-// L3); 2 threads alike; double alike (32 rows 1.07x-1.10x, 48 rows 0.92x-1.02x). Zen 4
-// (split FMAs) keeps all of kInterleavedMaxRows.
-constexpr int64_t kInterleavedWholeFmaMaxRows = 4 * kInterleavedRows;
+// packed tiles (two row tiles per call) tie or win from 48 rows on. Xeon, groups of up to 6
+// rows (kInterleavedGroupRows), forward, over the packed path, 1 / 2 threads: 36 and 40 rows
+// x 512 to 1024 steps 1.09x-1.13x / 1.04x-1.11x; 48 rows 0.99x-1.08x / 0.93x-1.03x. Before,
+// with groups of up to 8 rows (32 accumulators, some on the stack), against the path without
+// it (dot up to 32 rows, packed beyond), W in L3, 1 thread: 16 to 32 rows 1.1x-1.4x, 40 rows
+// 0.96x-1.06x, 48 rows 0.93x-0.99x, 64 rows 0.85x-0.92x, 128 rows 0.54x-0.81x (its groups
+// re-read each tile of W from L2 or L3); 2 threads alike; double alike (32 rows
+// 1.07x-1.10x, 48 rows 0.92x-1.02x). Zen 4 (split FMAs) keeps all of kInterleavedMaxRows.
+constexpr int64_t kInterleavedWholeFmaMaxRows = 40;
 
 // The deepest block of B, within L2, walked rows outer as bound by the writes of C
 // (writes_rows_outer, tuning.h). Xeon, dL/dW 1 thread, against columns outer: 8 x 4096 x 1024

@@ -112,9 +112,9 @@ struct Tuning {
   int64_t transposed_max_rows = 0;
   // The most rows of float or double X that take the interleaved path (X · W^T with W read in
   // place; path.cpp, which takes fewer at shallow k): with AVX-512, 128 (kInterleavedMaxRows,
-  // in groups of the tiles' 8) where its FMAs are split into halves (Zen 4), 32 where they run
-  // whole (Xeon, Zen 5: the packed tiles win from 48 rows on; block_model.cpp); 0 without
-  // the tiles.
+  // in groups of rows: direct_gemm.cpp) where its FMAs are split into halves (Zen 4), 40 where
+  // they run whole (Xeon, Zen 5: the packed tiles tie or win from 48 rows on; block_model.cpp);
+  // 0 without the tiles.
   int64_t interleaved_max_rows = 0;
   // Rows of W per half-width broadcast tile where W's rows are a multiple of an L1 way apart
   // (all in one L1 set, beside two lines of X^T): 8 where the L1 has ways for all ten (12-way:
