@@ -1100,7 +1100,7 @@ void test_block_model() {
     }
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
-    // The packed tiles win from 48 rows on where 512-bit FMAs run whole.
+    // The packed tiles tie or win from 48 rows on where 512-bit FMAs run whole.
     const int64_t interleaved_rows = c.isa != Isa::avx512 ? 0 : c.splits_avx512 ? 128 : 40;
     const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
     // The streamed pair blocks exist with whole 512-bit FMAs only; with them, blocks up to 64

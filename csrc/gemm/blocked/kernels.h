@@ -129,10 +129,10 @@ inline constexpr int kInterleavedCols = 4;
 // interleaved_gemm runs up to this many rows of A, in groups which read each tile's R rows of
 // B in turn (the later groups from cache): up to kInterleavedRows rows in one group (the
 // 8-row tile's 32 accumulators and 4 vectors of B leave some on the stack, but B streamed
-// from memory once beats two groups: Xeon, 8 x 1024 x 4096, 1.1x-1.2x), more in groups of at
-// most kInterleavedGroupRows, whose 24 accumulators and 4 vectors of B stay in registers
-// (Xeon, forward, against groups of 8: 24 x 256 x 1024 1.2x, 32 x 512 x 512 1.1x-1.15x,
-// 16 x 512 x 1024 1.05x-1.1x; double even).
+// from memory once beats two groups of 4: Xeon, 8 x 1024 x 4096, 1.1x-1.25x), more in groups
+// of at most kInterleavedGroupRows, whose 24 accumulators and 4 vectors of B stay in
+// registers (Xeon, forward, against groups of 8: 16 x 512 x 1024 1.15x, 24 x 256 x 1024
+// 1.16x, 32 x 512 x 512 1.11x-1.16x, 32 x 1024 x 4096 1.05x-1.08x; double even).
 inline constexpr int kInterleavedMaxRows = 16 * kInterleavedRows;
 inline constexpr int kInterleavedGroupRows = 6;
 template <typename S>
