@@ -155,7 +155,7 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
     # Blocks of B written rows outer up to 64 steps deep where the pair blocks run, else 32.
     assert values["write_bound_depth"]["model"] == (64 if isa == "avx512" and not narrow else 32)
-    # Interleaved rows: the packed tiles win from 48 rows on where 512-bit FMAs run whole.
+    # Interleaved rows: the packed tiles tie or win from 48 rows on where 512-bit FMAs run whole.
     interleaved = (128 if narrow else 40) if isa == "avx512" else 0
     assert values["interleaved_max_rows"]["model"] == interleaved
     # W's rows in one L1 set beside two lines of X^T: all 8 of a half tile with 10 ways or more.
