@@ -132,7 +132,8 @@ inline constexpr int kInterleavedCols = 4;
 // from memory once beats two groups of 4: Xeon, 8 x 1024 x 4096, 1.1x-1.25x), more in groups
 // of at most kInterleavedGroupRows, whose 24 accumulators and 4 vectors of B stay in
 // registers (Xeon, forward, against groups of 8: 16 x 512 x 1024 1.15x, 24 x 256 x 1024
-// 1.16x, 32 x 512 x 512 1.11x-1.16x, 32 x 1024 x 4096 1.05x-1.08x; double even).
+// 1.16x, 32 x 512 x 512 1.11x-1.16x, 32 x 1024 x 4096 1.05x-1.08x; double even). Zen 4, whose
+// split FMAs leave time for the spills, ties: 16 to 128 rows 0.98x-1.05x on 1 thread.
 inline constexpr int kInterleavedMaxRows = 16 * kInterleavedRows;
 inline constexpr int kInterleavedGroupRows = 6;
 template <typename S>
