@@ -1019,6 +1019,10 @@ NarrowTiles expected_narrow_tiles(Isa isa, bool splits_avx512) {
   return {narrow, narrow ? 64 : 0};
 }
 
+// The interleaved path's most rows in block_model.cpp: 128 where 512-bit FMAs are split into
+// halves, 40 where they run whole (the packed tiles tie or win from 48 rows on).
+int64_t expected_interleaved_rows(bool splits_avx512) { return splits_avx512 ? 128 : 40; }
+
 CacheInfo caches_of(CacheLevel l1d, CacheLevel l2, CacheLevel l3) {
   CacheInfo caches;
   caches.l1d = l1d;
@@ -1100,8 +1104,8 @@ void test_block_model() {
     }
     const NarrowTiles want = expected_narrow_tiles(c.isa, c.splits_avx512);
     ++g_checks;
-    // The packed tiles tie or win from 48 rows on where 512-bit FMAs run whole.
-    const int64_t interleaved_rows = c.isa != Isa::avx512 ? 0 : c.splits_avx512 ? 128 : 40;
+    const int64_t interleaved_rows =
+        c.isa != Isa::avx512 ? 0 : expected_interleaved_rows(c.splits_avx512);
     const int64_t few_rows_tiles = c.isa == Isa::avx512 && !c.splits_avx512 ? 1 : 0;
     // The streamed pair blocks exist with whole 512-bit FMAs only; with them, blocks up to 64
     // steps deep are written rows outer (else 32).
@@ -2050,7 +2054,7 @@ void check_interleaved_choice() {
   for_each_model_tuning<T>([](const blocked::Tuning& t, const ModelCase& c, Isa isa,
                               const std::string& where) {
     const bool tiles = isa == Isa::avx512 && std::is_same_v<T, blocked::Acc<T>>;
-    const int64_t max_rows = c.splits_avx512 ? 128 : 40;
+    const int64_t max_rows = expected_interleaved_rows(c.splits_avx512);
     const int64_t k_from_memory = t.l3_share_bytes / (512 * int64_t(sizeof(T)));
     const int64_t x_beyond_l2 = t.stream_b_bytes / (8 * int64_t(sizeof(T))) + 1;
     const std::tuple<int64_t, int64_t, bool, bool> cases[] = {
