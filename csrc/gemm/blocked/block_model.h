@@ -138,8 +138,9 @@ struct Tuning {
 
 // The least L2 whose half keeps one row block's C and B blocks (column_block_l2_bytes): the
 // Xeon's 2 MiB, where it was measured (the forward and dL/dX products of 256 rows of BERT and
-// the FFN 1.05x-1.14x). Zen 4's 1 MiB gained on one thread and lost on two (64 to 384 rows,
-// forward and training: 1.02x-1.04x, 0.97x-0.99x); Zen 3's 512 KiB is unmeasured.
+// the FFN 1.05x-1.14x). Zen 4's 1 MiB tied (64 to 384 rows, forward and training, 1 / 2
+// threads: 0.97x-1.04x, also where only blocks beyond all of L2 took it); Zen 3's 512 KiB is
+// unmeasured.
 inline constexpr int64_t kMinColumnBlockL2Bytes = int64_t{2} << 20;
 
 // The least L2 in which A's block takes half the ways the model leaves it (MC above): the
