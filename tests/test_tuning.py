@@ -34,6 +34,7 @@ THRESHOLD_NAMES = (
     "aliasing_row_bytes",
     "narrow_tiles",
     "few_rows_tiles",
+    "prefetch_next_min_rows",
     "transposed_max_rows",
     "interleaved_max_rows",
     "aliased_tile_rows",
@@ -150,6 +151,10 @@ def test_values_are_the_models_for_this_cpu(isa: str) -> None:
     assert values["narrow_tiles"]["model"] == int(narrow)
     # AVX-512's few-rows tiles where its FMAs run whole.
     assert values["few_rows_tiles"]["model"] == int(isa == "avx512" and not narrow)
+    # The next column step's panels prefetched from 4 rows with AVX2, 5 with AVX-512's whole
+    # FMAs and 1 with its split ones.
+    prefetch_rows = (1 if narrow else 5) if isa == "avx512" else 4
+    assert values["prefetch_next_min_rows"]["model"] == prefetch_rows
     # dL/dW beyond the L2 written past the caches, by AVX-512's whole-FMA pair blocks.
     assert values["stream_c_bytes"]["model"] == (l2_size if isa == "avx512" and not narrow else 0)
     assert values["transposed_max_rows"]["model"] == (64 if narrow else 0)
@@ -230,6 +235,7 @@ def test_overrides_replace_values_and_keep_the_gemm_correct() -> None:
         "EML_OPS_COLUMN_BLOCK_L2_BYTES": "20000",
         "EML_OPS_STREAM_C_BYTES": "30000",
         "EML_OPS_WRITE_BOUND_DEPTH": "48",
+        "EML_OPS_PREFETCH_NEXT_MIN_ROWS": "2",
     }
     values = values_under(overrides)
     for env in overrides:

@@ -1113,14 +1113,19 @@ void test_block_model() {
     const int64_t write_bound_depth = few_rows_tiles == 1 ? 64 : 32;
     // The strip tiles (8 x 3 vectors) take W up to 768 columns wide where FMAs run whole.
     const int64_t strip_max_cols = few_rows_tiles == 1 ? 768 : 0;
+    // The next column step's panels prefetched from 4 rows with AVX2, 5 with AVX-512's whole
+    // FMAs, 1 with its split ones.
+    const int64_t prefetch_rows = c.isa != Isa::avx512 ? 4 : c.splits_avx512 ? 1 : 5;
     if (t.narrow_tiles != (want.narrow ? 1 : 0) || t.few_rows_tiles != few_rows_tiles ||
+        t.prefetch_next_min_rows != prefetch_rows ||
         t.stream_c_bytes != stream_c_bytes || t.write_bound_depth != write_bound_depth ||
         t.strip_max_cols != strip_max_cols ||
         t.transposed_max_rows != want.transposed_max_rows ||
         t.interleaved_max_rows != interleaved_rows ||
         t.aliased_tile_rows != c.aliased_tile_rows) {
       fail("narrow tiles " + std::to_string(t.narrow_tiles) + ", few-rows tiles " +
-               std::to_string(t.few_rows_tiles) + ", stream_c_bytes " +
+               std::to_string(t.few_rows_tiles) + ", prefetch rows " +
+               std::to_string(t.prefetch_next_min_rows) + ", stream_c_bytes " +
                std::to_string(t.stream_c_bytes) + ", write-bound depth " +
                std::to_string(t.write_bound_depth) + ", strip columns " +
                std::to_string(t.strip_max_cols) + ", transposed rows " +
@@ -1850,6 +1855,36 @@ void check_few_rows_tiles(std::mt19937& rng) {
   blocked::force_path(Path::automatic);
 }
 
+// The packed kernels that prefetch the next column step's panels (RegisterKernels::tile_next
+// and pair_next), from one row on (Tuning::prefetch_next_min_rows 1) and never: 1 to 2 MR + 1
+// rows (whole and short row tiles, the prefetching first two and the later ones), pairs, a
+// single tile and a short last one, one and several blocks of depth, packed and prepacked, on
+// every ISA.
+template <typename T>
+void check_prefetch_next(std::mt19937& rng) {
+  using Acc = accumulator_t<T>;
+  constexpr int64_t mr = blocked::BlockSizes<Acc>::mr, nr = blocked::BlockSizes<Acc>::nr;
+  for (const int64_t min_rows : {int64_t{1}, int64_t{1000}}) {
+    blocked::Tuning t = blocked::tuning();
+    t.prefetch_next_min_rows = min_rows;
+    blocked::set_tuning_for_testing(&t);
+    for (Isa isa : isas()) {
+      std::vector<Variant> variants = {{isa, Path::packed, 1}};
+      if constexpr (!is_half_v<T>) variants.push_back({isa, Path::packed, 1, kPrepackDepth});
+      for (int64_t m = 1; m <= 2 * mr + 1; ++m) {
+        for (const int64_t k : {int64_t{70}, int64_t{700}}) {
+          check_problem<T>({m, 5 * nr + 5, k, Layout::row_major, Layout::col_major, m % 2 == 1,
+                            false},
+                           variants, rng);
+        }
+      }
+    }
+  }
+  blocked::set_tuning_for_testing(nullptr);
+  set_active_isa(detected_isa());
+  blocked::force_path(Path::automatic);
+}
+
 // Random operands of two broadcast tiles of `rows` x `width` over k steps that should write
 // the same bits: A (rows x lda, unit column stride), B (k x ldb), the bias, and C (rows x ldc)
 // as `want` and `got`, equal before the tiles run.
@@ -2289,6 +2324,9 @@ int main(int argc, char** argv) {
     check_pack_line_starts<double>(model_rng);
     check_few_rows_tiles<float>(model_rng);
     check_few_rows_tiles<double>(model_rng);
+    check_prefetch_next<float>(model_rng);
+    check_prefetch_next<double>(model_rng);
+    check_prefetch_next<bfloat16_t>(model_rng);
     check_next_strip_tiles<float>(model_rng);
     check_next_strip_tiles<double>(model_rng);
     check_next_strip_tiles<bfloat16_t>(model_rng);

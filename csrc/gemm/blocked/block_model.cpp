@@ -45,6 +45,19 @@ constexpr int64_t kPairBlockWriteBoundDepth = 64;
 // L1 sets as ours do (not taken).
 constexpr int64_t kStripMaxCols = 768;
 
+// The fewest rows of a packed product's block that prefetch the next column step's panels
+// of B (Tuning::prefetch_next_min_rows), measured with a prepacked float weight from memory,
+// one thread. AVX2, Zen 5: 3 rows 5% slower with the prefetches, 4 rows 1.3x faster.
+constexpr int64_t kPrefetchNextMinRows = 4;
+// AVX-512 with whole FMAs, Zen 5: 3 and 4 rows as fast or 5% slower, 5 rows 1.15x faster,
+// 6 rows 1.25x.
+constexpr int64_t kWholeAvx512PrefetchNextMinRows = 5;
+// AVX-512 split into halves, Zen 4: from 1 row on. eml frozen over eager (which reads W in
+// place), 1 to 4 rows x 768x3072 to 4096x4096, geomean, 1 / 2 threads: 0.78x / 0.82x with 5,
+// 1.03x / 1.02x with 1 (the weight read at 16-20 / 24-32 GB/s, was 10-16 / 19-25); with
+// EML_OPS_ISA=avx2, 4 and 1 tied.
+constexpr int64_t kSplitAvx512PrefetchNextMinRows = 1;
+
 // Lines of X^T that share an L1 set with the transposed path's rows of W (its k block, 8 KiB
 // of float, spans two ways of 4 KiB).
 constexpr int64_t kXtLinesPerSet = 2;
@@ -145,6 +158,9 @@ Tuning model_tuning(const CacheInfo& reported, Isa isa, bool splits_avx512) {
   const bool narrow_tiles = isa == Isa::avx2 || (isa == Isa::avx512 && splits_avx512);
   tuning.narrow_tiles = narrow_tiles ? 1 : 0;
   tuning.few_rows_tiles = whole_avx512 ? 1 : 0;
+  tuning.prefetch_next_min_rows = isa != Isa::avx512 ? kPrefetchNextMinRows
+                                  : splits_avx512       ? kSplitAvx512PrefetchNextMinRows
+                                                        : kWholeAvx512PrefetchNextMinRows;
   tuning.transposed_max_rows = narrow_tiles ? 64 : 0;
   tuning.interleaved_max_rows = isa != Isa::avx512 ? 0
                                  : splits_avx512   ? kInterleavedMaxRows

@@ -104,6 +104,12 @@ struct Tuning {
   // B with contiguous rows in place for up to 64 rows of A, and from 3 rows on instead of
   // streaming it (path.cpp): AVX-512 with whole 512-bit FMAs. 0: not (8 rows in place).
   int64_t few_rows_tiles = 0;
+  // A packed product's blocks of at least this many rows prefetch the next column step's
+  // panels of B into L2 from their first two row tiles (RegisterKernels::tile_next and
+  // pair_next; macro_kernel.cpp), for a B streamed from memory (a prepacked weight): fewer
+  // rows compute so fast that the hardware prefetcher keeps up alone, where it does (measured
+  // per ISA and core: block_model.cpp).
+  int64_t prefetch_next_min_rows = 0;
   // The most rows of float that take the transposed path (whole broadcast tiles; double: one
   // tile, 8 rows), measured against the dot and packed paths, forward, 1 thread: Zen 3 AVX2,
   // 16 to 64 rows x 1024x1024 to 4096x4096 1.1x-1.9x; Zen 4 AVX-512, 16 and 32 rows

@@ -31,8 +31,6 @@ const Kernels<S>& avx2_kernels() {
     for (int rows = 1; rows <= static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
       table.registers.tile_next[rows - 1] = avx2_micro_kernel_next<Acc<S>>(rows);
     }
-    // Zen 5, a prepacked weight from memory: 3 rows 5% slower with them, 4 rows 1.3x faster.
-    table.registers.next_min_rows = 4;
     // float16 operands need F16C to be widened in registers; without it the float
     // micro-kernel still runs, on panels the portable code widened.
     if constexpr (std::is_same_v<S, float16_t>) {
@@ -69,9 +67,6 @@ const Kernels<S>& avx512_kernels() {
     for (int rows = 1; rows <= static_cast<int>(BlockSizes<Acc<S>>::mr); ++rows) {
       table.registers.pair_next[rows - 1] = avx512_micro_kernel_pair_next<Acc<S>>(rows);
     }
-    // Zen 5, a prepacked weight from memory: 3 and 4 rows as fast or 5% slower with them, 5
-    // rows 1.15x faster, 6 rows 1.25x.
-    table.registers.next_min_rows = 5;
     if constexpr (!is_half_v<S>) {
       set_avx512_dot_tiles(table);
       set_avx512_interleaved_tiles(table);

@@ -164,9 +164,6 @@ struct RegisterKernels {
   // next column step's panels into L2 (for a B streamed from memory); null: none.
   MicroKernel<T> tile_next[kMr] = {};
   MicroKernel<T> pair_next[kMr] = {};
-  // The fewest rows of a block whose first tiles use the *_next kernels: fewer compute so
-  // fast that the hardware prefetcher keeps up alone, and the extra prefetches cost.
-  int64_t next_min_rows = 0;
 };
 
 template <typename S>

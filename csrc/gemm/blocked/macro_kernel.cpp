@@ -43,7 +43,7 @@ inline void run_tile(MicroKernel<T> micro, MicroKernel<T> direct, int64_t kc, co
 // Streaming B from memory (a prepacked weight times a few rows), the first row tiles of a
 // column step wait for its panels and the later ones leave memory idle: so the first two
 // also prefetch the next column step's panels into L2, in blocks of at least
-// RegisterKernels::next_min_rows rows (Zen 5, 5 to 64 rows times a prepacked 4096 x 4096
+// Tuning::prefetch_next_min_rows rows (Zen 5, 5 to 64 rows times a prepacked 4096 x 4096
 // float weight: 1.05-1.55x; from 256 rows on, and without prepacking, as fast as without).
 constexpr int64_t kPrefetchNextTiles = 2;
 
@@ -61,7 +61,7 @@ void macro_kernel(const RegisterKernels<T>& kernels, int64_t kc, const T* packed
   constexpr int64_t MR = BlockSizes<T>::mr;
   constexpr int64_t NR = BlockSizes<T>::nr;
   alignas(64) T edge_tile[MR * NR];
-  const bool streaming = c.rows >= kernels.next_min_rows;
+  const bool streaming = c.rows >= tuning().prefetch_next_min_rows;
   // Two row tiles per call where 512-bit FMAs run whole (no narrow tiles): twice the FMAs per
   // load of B (Xeon with AVX-512, 2048^3: 0.86x -> 0.91x F.linear; Zen 4's split FMAs keep
   // the measured one-tile calls).

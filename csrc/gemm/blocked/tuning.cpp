@@ -28,7 +28,7 @@ constexpr const char* kMcNote =
 constexpr const char* kNcNote = "L3 share: ways left after one and the A block";
 constexpr const char* kOnePassNote = "L1d: the depth whose B micro-panel fills it, at least kc";
 
-const std::array<Field, 23> kFields = {{
+const std::array<Field, 24> kFields = {{
     {"mc", "EML_OPS_MC", nullptr, &Tuning::f32, &CacheBlocks::mc, kMcNote},
     {"kc", "EML_OPS_KC", nullptr, &Tuning::f32, &CacheBlocks::kc, kKcNote},
     {"nc", "EML_OPS_NC", nullptr, &Tuning::f32, &CacheBlocks::nc, kNcNote},
@@ -61,6 +61,9 @@ const std::array<Field, 23> kFields = {{
      "1: AVX2-width tiles at the ISA's FMA rate (AVX2; AVX-512 split into 256-bit halves)", 0},
     {"few_rows_tiles", "EML_OPS_FEW_ROWS_TILES", &Tuning::few_rows_tiles, nullptr, nullptr,
      "1: AVX-512's 12-row tiles read B in place for few rows (whole 512-bit FMAs)", 0},
+    {"prefetch_next_min_rows", "EML_OPS_PREFETCH_NEXT_MIN_ROWS",
+     &Tuning::prefetch_next_min_rows, nullptr, nullptr,
+     "measured: 4 with AVX2, 5 with AVX-512's whole FMAs, 1 split into halves"},
     {"transposed_max_rows", "EML_OPS_TRANSPOSED_MAX_ROWS", &Tuning::transposed_max_rows,
      nullptr, nullptr, "measured: 64 with narrow tiles (AVX2, split AVX-512), else 0", 0},
     {"interleaved_max_rows", "EML_OPS_INTERLEAVED_MAX_ROWS", &Tuning::interleaved_max_rows,
